@@ -1,0 +1,213 @@
+"""Binding: resolve the names in a query against the catalog.
+
+Produces the query's dependencies (catalog item ids), its output columns
+(names as PostgreSQL/Materialize name them, types, nullability) and a fully
+qualified copy of the query that later stages can trust.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import OptimizeError
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
+
+from mzflow.catalog import system
+from mzflow.catalog.model import DATABASE, RELATION_KINDS, SCHEMA, Column, Item, Snapshot
+from mzflow.errors import Error, UnknownColumn, UnknownObject, Unsupported, WrongObjectType
+from mzflow.sql.parse import DIALECT
+
+UNNAMED = "?column?"
+
+# sqlglot type → the name Materialize prints in SHOW COLUMNS / mz_columns.
+_TYPE_NAMES = {
+    "INT": "integer",
+    "SMALLINT": "smallint",
+    "BIGINT": "bigint",
+    "TEXT": "text",
+    "VARCHAR": "character varying",
+    "CHAR": "character",
+    "BOOLEAN": "boolean",
+    "DOUBLE": "double precision",
+    "FLOAT": "real",
+    "DECIMAL": "numeric",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp without time zone",
+    "TIMESTAMPTZ": "timestamp with time zone",
+    "VARBINARY": "bytea",
+    "JSONB": "jsonb",
+    "INTERVAL": "interval",
+    "NULL": "text",
+}
+
+
+@dataclass(frozen=True)
+class Bound:
+    query: exp.Query  # qualified: every column carries its relation
+    columns: tuple[Column, ...]
+    depends_on: tuple[str, ...]  # item ids of user relations read
+    system_tables: tuple[str, ...]  # mz_* tables read
+
+
+def type_name(dtype: exp.DataType | None) -> str:
+    if dtype is None:
+        return "text"
+    key = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
+    return _TYPE_NAMES.get(key, dtype.sql(dialect=DIALECT).lower())
+
+
+def output_name(projection: exp.Expr) -> str:
+    """The column name PostgreSQL gives an un-aliased projection."""
+    if isinstance(projection, exp.Alias):
+        return projection.alias
+    if isinstance(projection, exp.Column):
+        return projection.name
+    if isinstance(projection, exp.Cast) and isinstance(projection.this, exp.Column):
+        return projection.this.name
+    if isinstance(projection, exp.Anonymous):
+        return str(projection.this).lower()
+    if isinstance(projection, exp.Func):
+        return projection.sql_name().lower()
+    return UNNAMED
+
+
+def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTable:
+    """An ``exp.Table`` in a FROM clause → a user relation or a system table."""
+    name, schema, db = table.name, table.db or None, table.catalog or None
+    if db not in (None, DATABASE):
+        raise UnknownObject(f"unknown database '{db}'")
+    if schema in (None, "mz_catalog", "mz_internal") and (sys_table := system.lookup(name)):
+        return sys_table
+    if schema not in (None, SCHEMA):
+        raise UnknownObject(f"unknown schema '{schema}'")
+    item = snap.find(name)
+    if item is None:
+        raise UnknownObject(f"unknown catalog item '{name}'")
+    if item.kind not in RELATION_KINDS:
+        raise WrongObjectType(f"{item.qualified_name} is not a relation")
+    return item
+
+
+def bind(snap: Snapshot, query: exp.Query) -> Bound:
+    query = query.copy()
+    cte_names = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    visible: dict[str, dict[str, str]] = {}
+    full: dict[str, dict[str, str]] = {}
+    nullable: dict[tuple[str, str], bool] = {}
+    deps: list[str] = []
+    sys_tables: list[str] = []
+    for table in query.find_all(exp.Table):
+        if table.name in cte_names and not table.db:
+            continue
+        rel = resolve_relation(snap, table)
+        # Later stages see bare names; the catalog namespace has one schema.
+        table.set("db", None)
+        table.set("catalog", None)
+        if isinstance(rel, system.SystemTable):
+            cols, hidden = rel.columns, rel.hidden
+            if rel.name not in sys_tables:
+                sys_tables.append(rel.name)
+        else:
+            cols, hidden = rel.columns, ()
+            if rel.id not in deps:
+                deps.append(rel.id)
+        visible[rel.name] = {c.name: _schema_type(c.type) for c in cols}
+        full[rel.name] = {c.name: _schema_type(c.type) for c in cols + hidden}
+        for c in cols + hidden:
+            nullable[(table.alias_or_name, c.name)] = c.nullable
+    names = _output_names(query, visible)
+    try:
+        # Pass 1 expands * to visible columns only; pass 2 resolves and validates
+        # every column, hidden ones included.
+        query = qualify(query, schema=visible, dialect=DIALECT, validate_qualify_columns=False,
+                        identify=False)
+        query = qualify(query, schema=full, dialect=DIALECT, identify=False)
+        query = annotate_types(query, schema=full, dialect=DIALECT)
+    except OptimizeError as e:
+        raise _bind_error(e) from None
+    except Error:
+        raise
+    except Exception as e:  # sqlglot optimizer internals on constructs it cannot type
+        raise Unsupported(f"cannot plan this query: {e}") from None
+    columns = tuple(
+        Column(name=name, type=type_name(proj.type), nullable=_nullable(proj, nullable))
+        for name, proj in zip(names, query.selects, strict=False)
+    )
+    return Bound(query=query, columns=columns, depends_on=tuple(deps),
+                 system_tables=tuple(sys_tables))
+
+
+def _schema_type(type_: str) -> str:
+    # sqlglot understands these spellings; keep the schema parseable.
+    return {"timestamp without time zone": "timestamp",
+            "timestamp with time zone": "timestamptz",
+            "character varying": "varchar"}.get(type_, type_)
+
+
+def _output_names(query: exp.Query, visible: dict[str, dict[str, str]]) -> list[str]:
+    left = query
+    while isinstance(left, exp.SetOperation):
+        left = left.left
+    if not isinstance(left, exp.Select):
+        return [UNNAMED] * len(query.selects)
+    names: list[str] = []
+    for proj in left.selects:
+        if isinstance(proj, exp.Star) or (
+            isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
+        ):
+            qualifier = proj.table if isinstance(proj, exp.Column) else ""
+            names.extend(_star_names(left, qualifier, visible))
+        else:
+            names.append(output_name(proj))
+    return names
+
+
+def _star_names(select: exp.Select, qualifier: str, visible: dict[str, dict[str, str]]
+                ) -> list[str]:
+    names: list[str] = []
+    sources = [select.args.get("from_") or select.args.get("from")] + list(
+        select.args.get("joins") or [])
+    for src in sources:
+        if src is None:
+            continue
+        rel = src.this
+        alias = rel.alias_or_name
+        if qualifier and alias != qualifier:
+            continue
+        if isinstance(rel, exp.Table) and rel.name in visible:
+            names.extend(visible[rel.name])
+        elif isinstance(rel, exp.Subquery | exp.Table):
+            inner = rel.this if isinstance(rel, exp.Subquery) else None
+            if isinstance(inner, exp.Query):
+                names.extend(_output_names(inner, visible))
+    return names
+
+
+def _nullable(proj: exp.Expr, nullable: dict[tuple[str, str], bool]) -> bool:
+    inner = proj.this if isinstance(proj, exp.Alias) else proj
+    if isinstance(inner, exp.Literal):
+        return False
+    if isinstance(inner, exp.Boolean):
+        return False
+    if isinstance(inner, exp.Count):
+        return False
+    if isinstance(inner, exp.Column):
+        return nullable.get((inner.table, inner.name), True)
+    return True
+
+
+def _bind_error(e: OptimizeError) -> Error:
+    msg = str(e)
+    m = re.search(r"Column '([^']+)' could not be resolved", msg)
+    if m:
+        return UnknownColumn(f'column "{m.group(1)}" does not exist')
+    m = re.search(r"Unknown table: '?([^'\s]+)'?", msg)
+    if m:
+        return UnknownObject(f"unknown catalog item '{m.group(1)}'")
+    m = re.search(r"Ambiguous column '([^']+)'", msg)
+    if m:
+        return UnknownColumn(f'column reference "{m.group(1)}" is ambiguous')
+    return Error(msg.split(". Line")[0])

@@ -1,0 +1,136 @@
+"""Versioned schema of the catalog store.
+
+Each migration is a function applied once, in order, in its own transaction,
+and recorded in ``schema_migrations``. Never edit a released migration: add a
+new one. A catalog written by a newer mzflow is refused rather than guessed at.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from mzflow.errors import CatalogError
+
+metadata = sa.MetaData()
+
+schema_migrations = sa.Table(
+    "schema_migrations", metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+)
+meta = sa.Table(
+    "meta", metadata,
+    sa.Column("key", sa.String(100), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+clusters = sa.Table(
+    "clusters", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("virtual", sa.Boolean, nullable=False, default=False),
+    sa.Column("size", sa.String(64)),
+)
+items = sa.Table(
+    "items", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("oid", sa.Integer, nullable=False, unique=True),
+    sa.Column("global_id", sa.String(32), nullable=False),
+    sa.Column("database_name", sa.String(255), nullable=False),
+    sa.Column("schema_name", sa.String(255), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("create_sql", sa.Text, nullable=False),
+    sa.Column("definition", sa.Text),
+    sa.Column("cluster_id", sa.Integer, sa.ForeignKey("clusters.id")),
+    sa.Column("on_id", sa.String(32), sa.ForeignKey("items.id")),
+    sa.Column("is_default_index", sa.Boolean, nullable=False, default=False),
+    sa.UniqueConstraint("database_name", "schema_name", "name"),
+)
+collection_ids = sa.Table(
+    "collection_ids", metadata,
+    sa.Column("global_id", sa.String(32), primary_key=True),
+    sa.Column("item_id", sa.String(32), sa.ForeignKey("items.id"), nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
+)
+columns = sa.Table(
+    "columns", metadata,
+    sa.Column("item_id", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("type", sa.String(255), nullable=False),
+    sa.Column("nullable", sa.Boolean, nullable=False),
+    sa.Column("version_added", sa.Integer),
+)
+index_keys = sa.Table(
+    "index_keys", metadata,
+    sa.Column("index_id", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("column_name", sa.String(255)),
+    sa.Column("expression", sa.Text),
+)
+dependencies = sa.Table(
+    "dependencies", metadata,
+    sa.Column("item_id", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
+    sa.Column("depends_on", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
+)
+settings = sa.Table(
+    "settings", metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+
+def _v1_initial(conn: Connection) -> None:
+    for table in (meta, clusters, items, collection_ids, columns, index_keys, dependencies,
+                  settings):
+        table.create(conn)
+    conn.execute(meta.insert(), [
+        {"key": "catalog_version", "value": "1"},
+        {"key": "next_cluster_id", "value": "2"},
+        {"key": "next_item_id", "value": "1"},
+        {"key": "next_global_id", "value": "1"},
+        {"key": "next_oid_id", "value": "20000"},
+        {"key": "installation_id", "value": str(uuid.uuid4())},
+    ])
+    # The cluster design: every catalog starts with cluster 1, 'default'.
+    conn.execute(clusters.insert().values(id=1, name="default", virtual=False, size=None))
+
+
+MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
+    (1, "initial catalog", _v1_initial),
+)
+LATEST = MIGRATIONS[-1][0]
+
+
+@contextmanager
+def begin_write(engine: Engine) -> Iterator[Connection]:
+    """A transaction that holds the catalog's write lock from its first statement."""
+    with engine.connect() as conn:
+        conn = conn.execution_options(mzflow_write=True)
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(727274)"))
+            yield conn
+
+
+def upgrade(engine: Engine) -> None:
+    for version, name, apply in MIGRATIONS:
+        with begin_write(engine) as conn:
+            schema_migrations.create(conn, checkfirst=True)
+            # Re-read inside the (write-locked) transaction: another process may have
+            # applied this migration while we waited for the lock.
+            applied = set(conn.execute(sa.select(schema_migrations.c.version)).scalars())
+            newest = max(applied, default=0)
+            if newest > LATEST:
+                raise CatalogError(
+                    f"catalog schema version {newest} is newer than this mzflow "
+                    f"understands ({LATEST}); upgrade mzflow")
+            if version in applied:
+                continue
+            apply(conn)
+            conn.execute(schema_migrations.insert().values(version=version, name=name))

@@ -1,0 +1,146 @@
+"""Immutable catalog objects. A snapshot is what one statement sees."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from mzflow.errors import UnknownObject
+
+DATABASE = "materialize"
+SCHEMA = "public"
+
+# Item kinds, as Materialize spells them in mz_objects.type.
+TABLE = "table"
+VIEW = "view"
+MATERIALIZED_VIEW = "materialized-view"
+INDEX = "index"
+SINK = "sink"
+
+KIND_WORDS = {
+    TABLE: "table",
+    VIEW: "view",
+    MATERIALIZED_VIEW: "materialized view",
+    INDEX: "index",
+    SINK: "sink",
+}
+RELATION_KINDS = (TABLE, VIEW, MATERIALIZED_VIEW)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    id: int
+    name: str
+    virtual: bool = False
+    size: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.virtual and self.size is not None:
+            raise ValueError("a cluster is either VIRTUAL or SIZEd, not both")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # SQL type name as Materialize prints it (integer, text, ...)
+    nullable: bool = True
+    version_added: int | None = None  # set for columns added by ALTER TABLE
+
+
+@dataclass(frozen=True)
+class IndexKey:
+    column: str | None  # a plain column key
+    expression: str | None  # an expression key (SQL text)
+
+    def __post_init__(self) -> None:
+        if (self.column is None) == (self.expression is None):
+            raise ValueError("an index key is a column or an expression")
+
+
+@dataclass(frozen=True)
+class Item:
+    """A named catalog object. ``id`` is its CatalogItemId; ``global_id`` the current version."""
+
+    id: str
+    global_id: str
+    name: str
+    kind: str
+    create_sql: str
+    schema: str = SCHEMA
+    database: str = DATABASE
+    columns: tuple[Column, ...] = ()
+    definition: str | None = None  # the SELECT of a view, as written
+    cluster_id: int | None = None  # indexes, sinks, materialized views
+    on_id: str | None = None  # indexes: indexed object; sinks: exported object
+    keys: tuple[IndexKey, ...] = ()  # indexes
+    depends_on: tuple[str, ...] = ()  # item ids this one reads
+    is_default_index: bool = False
+    oid: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in KIND_WORDS:
+            raise ValueError(f"unknown item kind {self.kind!r}")
+        if self.kind in (INDEX, SINK) and self.on_id is None:
+            raise ValueError(f"a {self.kind} needs the object it is on")
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.database}.{self.schema}.{self.name}"
+
+    @property
+    def kind_word(self) -> str:
+        return KIND_WORDS[self.kind]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The whole catalog at one ``version`` (bumped by every DDL transaction)."""
+
+    version: int
+    clusters: tuple[Cluster, ...]
+    items: tuple[Item, ...]
+    settings: dict[str, str] = field(default_factory=dict)
+    collection_ids: tuple[tuple[str, str, int], ...] = ()  # (item id, global id, version)
+    installation_id: str = ""
+
+    def cluster_by_name(self, name: str) -> Cluster:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise UnknownObject(f"unknown cluster '{name}'")
+
+    def find_cluster(self, name: str) -> Cluster | None:
+        return next((c for c in self.clusters if c.name == name), None)
+
+    def cluster(self, cluster_id: int | None) -> Cluster | None:
+        return next((c for c in self.clusters if c.id == cluster_id), None)
+
+    def find(self, name: str, schema: str = SCHEMA) -> Item | None:
+        for item in self.items:
+            if item.name == name and item.schema == schema:
+                return item
+        return None
+
+    def item(self, item_id: str) -> Item:
+        for item in self.items:
+            if item.id == item_id:
+                return item
+        raise UnknownObject(f"unknown catalog item '{item_id}'")
+
+    def resolve(self, name: str, schema: str = SCHEMA) -> Item:
+        item = self.find(name, schema)
+        if item is None:
+            raise UnknownObject(f"unknown catalog item '{name}'")
+        return item
+
+    def dependents(self, item_id: str) -> Iterator[Item]:
+        """Items that read ``item_id`` directly (indexes and sinks on it included)."""
+        for item in self.items:
+            if item_id in item.depends_on or item.on_id == item_id:
+                yield item
+
+    def indexes_on(self, item_id: str) -> list[Item]:
+        return [i for i in self.items if i.kind == INDEX and i.on_id == item_id]
+
+    def in_cluster(self, cluster_id: int) -> list[Item]:
+        return [i for i in self.items if i.kind in (INDEX, SINK) and i.cluster_id == cluster_id]

@@ -1,0 +1,206 @@
+"""The durable catalog: SQLite by default, any SQLAlchemy URL (PostgreSQL) in production.
+
+Every DDL statement is one transaction (:meth:`Store.write`) that re-reads the
+catalog inside the transaction, checks, writes, and bumps ``catalog_version``.
+Sessions cache a :class:`Snapshot` and reload it only when that counter moved,
+which is how two sessions on one home see each other's DDL at the cost of one
+tiny query per statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from mzflow.catalog import migrations
+from mzflow.catalog.model import Cluster, Column, IndexKey, Item, Snapshot
+from mzflow.errors import CatalogError
+
+
+class Store:
+    def __init__(self, url: str):
+        self.url = url
+        try:
+            self.engine = _make_engine(url)
+            migrations.upgrade(self.engine)
+        except sa.exc.SQLAlchemyError as e:
+            raise CatalogError(f"cannot open catalog at {url}: {e}") from None
+        self._snapshot: Snapshot | None = None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    # -- reads -----------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The current catalog, reloaded only if another writer changed it."""
+        with self.engine.connect() as conn:
+            version = _catalog_version(conn)
+            if self._snapshot is None or self._snapshot.version != version:
+                self._snapshot = _load(conn, version)
+        return self._snapshot
+
+    # -- writes ----------------------------------------------------------------
+
+    @contextmanager
+    def write(self) -> Iterator[Writer]:
+        """One DDL transaction. Writers serialize (SQLite: BEGIN IMMEDIATE)."""
+        with migrations.begin_write(self.engine) as conn:
+            version = _catalog_version(conn)
+            writer = Writer(conn, _load(conn, version))
+            yield writer
+            if writer.dirty:
+                conn.execute(
+                    migrations.meta.update()
+                    .where(migrations.meta.c.key == "catalog_version")
+                    .values(value=str(version + 1))
+                )
+        self._snapshot = None
+
+
+class Writer:
+    """Mutations inside one DDL transaction; ``snapshot`` is the state it started from."""
+
+    def __init__(self, conn: Connection, snapshot: Snapshot):
+        self.conn = conn
+        self.snapshot = snapshot
+        self.dirty = False
+
+    def next_id(self, counter: str) -> int:
+        t = migrations.meta
+        key = f"next_{counter}_id"
+        value = int(self.conn.execute(sa.select(t.c.value).where(t.c.key == key)).scalar_one())
+        self.conn.execute(t.update().where(t.c.key == key).values(value=str(value + 1)))
+        return value
+
+    def insert_cluster(self, cluster: Cluster) -> None:
+        self.dirty = True
+        self.conn.execute(migrations.clusters.insert().values(
+            id=cluster.id, name=cluster.name, virtual=cluster.virtual, size=cluster.size))
+
+    def update_cluster(self, cluster: Cluster) -> None:
+        self.dirty = True
+        self.conn.execute(migrations.clusters.update()
+                          .where(migrations.clusters.c.id == cluster.id)
+                          .values(virtual=cluster.virtual, size=cluster.size))
+
+    def delete_cluster(self, cluster_id: int) -> None:
+        self.dirty = True
+        self.conn.execute(migrations.clusters.delete().where(migrations.clusters.c.id == cluster_id))
+
+    def insert_item(self, item: Item, version: int = 0) -> None:
+        self.dirty = True
+        m = migrations
+        self.conn.execute(m.items.insert().values(
+            id=item.id, oid=item.oid, database_name=item.database, schema_name=item.schema,
+            name=item.name, kind=item.kind, create_sql=item.create_sql,
+            definition=item.definition, cluster_id=item.cluster_id, on_id=item.on_id,
+            global_id=item.global_id, is_default_index=item.is_default_index,
+        ))
+        self.conn.execute(m.collection_ids.insert().values(
+            item_id=item.id, global_id=item.global_id, version=version))
+        self._write_columns(item)
+        for pos, key in enumerate(item.keys, start=1):
+            self.conn.execute(m.index_keys.insert().values(
+                index_id=item.id, position=pos, column_name=key.column,
+                expression=key.expression))
+        for dep in item.depends_on:
+            self.conn.execute(m.dependencies.insert().values(item_id=item.id, depends_on=dep))
+
+    def _write_columns(self, item: Item) -> None:
+        for pos, col in enumerate(item.columns, start=1):
+            self.conn.execute(migrations.columns.insert().values(
+                item_id=item.id, position=pos, name=col.name, type=col.type,
+                nullable=col.nullable, version_added=col.version_added))
+
+    def delete_item(self, item_id: str) -> None:
+        self.dirty = True
+        m = migrations
+        for table, col in (
+            (m.dependencies, m.dependencies.c.item_id),
+            (m.index_keys, m.index_keys.c.index_id),
+            (m.columns, m.columns.c.item_id),
+            (m.collection_ids, m.collection_ids.c.item_id),
+            (m.items, m.items.c.id),
+        ):
+            self.conn.execute(table.delete().where(col == item_id))
+
+    def set_setting(self, name: str, value: str | None) -> None:
+        self.dirty = True
+        t = migrations.settings
+        self.conn.execute(t.delete().where(t.c.name == name))
+        if value is not None:
+            self.conn.execute(t.insert().values(name=name, value=value))
+
+
+def _make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 30})
+
+        # pysqlite's own transaction handling defers BEGIN; take the write lock up front
+        # so that check-then-write DDL cannot interleave with another process.
+        @sa.event.listens_for(engine, "connect")
+        def _connect(dbapi_conn: Any, _record: Any) -> None:
+            dbapi_conn.isolation_level = None
+            dbapi_conn.execute("PRAGMA journal_mode=WAL")
+            dbapi_conn.execute("PRAGMA foreign_keys=ON")
+
+        @sa.event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            write = conn.get_execution_options().get("mzflow_write", False)
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+def _catalog_version(conn: Connection) -> int:
+    t = migrations.meta
+    return int(conn.execute(
+        sa.select(t.c.value).where(t.c.key == "catalog_version")).scalar_one())
+
+
+def _load(conn: Connection, version: int) -> Snapshot:
+    m = migrations
+    clusters = tuple(
+        Cluster(id=r.id, name=r.name, virtual=bool(r.virtual), size=r.size)
+        for r in conn.execute(sa.select(m.clusters).order_by(m.clusters.c.id))
+    )
+    columns: dict[str, list[Column]] = {}
+    for r in conn.execute(sa.select(m.columns).order_by(m.columns.c.item_id,
+                                                        m.columns.c.position)):
+        columns.setdefault(r.item_id, []).append(
+            Column(name=r.name, type=r.type, nullable=bool(r.nullable),
+                   version_added=r.version_added))
+    keys: dict[str, list[IndexKey]] = {}
+    for r in conn.execute(sa.select(m.index_keys).order_by(m.index_keys.c.index_id,
+                                                           m.index_keys.c.position)):
+        keys.setdefault(r.index_id, []).append(IndexKey(r.column_name, r.expression))
+    deps: dict[str, list[str]] = {}
+    for r in conn.execute(sa.select(m.dependencies)):
+        deps.setdefault(r.item_id, []).append(r.depends_on)
+    items = tuple(
+        Item(
+            id=r.id, global_id=r.global_id, name=r.name, kind=r.kind, create_sql=r.create_sql,
+            schema=r.schema_name, database=r.database_name,
+            columns=tuple(columns.get(r.id, ())), definition=r.definition,
+            cluster_id=r.cluster_id, on_id=r.on_id, keys=tuple(keys.get(r.id, ())),
+            depends_on=tuple(sorted(deps.get(r.id, ()))),
+            is_default_index=bool(r.is_default_index), oid=r.oid,
+        )
+        for r in conn.execute(sa.select(m.items).order_by(m.items.c.oid))
+    )
+    settings = {r.name: r.value for r in conn.execute(sa.select(m.settings))}
+    collection_ids = tuple(
+        (r.item_id, r.global_id, r.version)
+        for r in conn.execute(sa.select(m.collection_ids).order_by(
+            m.collection_ids.c.item_id, m.collection_ids.c.version))
+    )
+    installation_id = conn.execute(
+        sa.select(m.meta.c.value).where(m.meta.c.key == "installation_id")).scalar_one()
+    return Snapshot(version=version, clusters=clusters, items=items, settings=settings,
+                    collection_ids=collection_ids, installation_id=installation_id)

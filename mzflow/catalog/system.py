@@ -1,0 +1,157 @@
+"""The ``mz_*`` system tables, computed from a catalog snapshot.
+
+They are plain rows in memory: DDL, SHOW and catalog queries never need Spark.
+Some columns are *hidden*: selectable by name but left out of ``SELECT *``,
+like PostgreSQL's system columns. That keeps ``SELECT * FROM mz_clusters``
+shaped as Materialize's cluster design prints it, ``(id, name)``, while
+``virtual`` and ``size`` are still there for whoever asks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mzflow.catalog import sizes
+from mzflow.catalog.model import (
+    INDEX,
+    MATERIALIZED_VIEW,
+    RELATION_KINDS,
+    SINK,
+    TABLE,
+    VIEW,
+    Column,
+    Item,
+    Snapshot,
+)
+
+SCHEMA_ID = "u3"  # materialize.public, as Materialize numbers it
+Row = tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class SystemTable:
+    name: str
+    columns: tuple[Column, ...]
+    hidden: tuple[Column, ...]
+    rows: Callable[[Snapshot], list[Row]]  # each row: visible values, then hidden ones
+
+    @property
+    def all_columns(self) -> tuple[Column, ...]:
+        return self.columns + self.hidden
+
+
+def _cols(spec: str) -> tuple[Column, ...]:
+    """``"name type [null]"`` pairs separated by commas."""
+    out = []
+    for part in spec.split(","):
+        words = part.split()
+        nullable = words[-1] == "null"
+        if nullable:
+            words = words[:-1]
+        out.append(Column(words[0], " ".join(words[1:]), nullable=nullable))
+    return tuple(out)
+
+
+def _cluster_name(snap: Snapshot, cluster_id: int | None) -> str | None:
+    cluster = snap.cluster(cluster_id)
+    return cluster.name if cluster else None
+
+
+def materialized_view_cluster(snap: Snapshot, mv: Item) -> int | None:
+    """A materialized view lives where its default index lives (the cluster design)."""
+    for idx in snap.indexes_on(mv.id):
+        if idx.is_default_index:
+            return idx.cluster_id
+    return None
+
+
+def _definition(item: Item) -> str:
+    return f"{item.definition};" if item.definition else ""
+
+
+def _clusters(snap: Snapshot) -> list[Row]:
+    out: list[Row] = []
+    for c in snap.clusters:
+        size = sizes.of_cluster(c.virtual, c.size)
+        out.append((c.id, c.name, c.virtual, c.size, size.pool_slots))
+    return out
+
+
+def _index_rows(snap: Snapshot) -> list[Row]:
+    return [(i.id, i.oid, i.name, i.on_id, i.cluster_id) for i in snap.items if i.kind == INDEX]
+
+
+def _sink_rows(snap: Snapshot) -> list[Row]:
+    return [(i.id, i.oid, SCHEMA_ID, i.name, i.on_id, i.cluster_id)
+            for i in snap.items if i.kind == SINK]
+
+
+def _kind_rows(kind: str) -> Callable[[Snapshot], list[Row]]:
+    def rows(snap: Snapshot) -> list[Row]:
+        out: list[Row] = []
+        for i in snap.items:
+            if i.kind != kind:
+                continue
+            if kind == VIEW:
+                out.append((i.id, i.oid, SCHEMA_ID, i.name, _definition(i)))
+            elif kind == MATERIALIZED_VIEW:
+                out.append((i.id, i.oid, SCHEMA_ID, i.name,
+                            materialized_view_cluster(snap, i), _definition(i)))
+            else:
+                out.append((i.id, i.oid, SCHEMA_ID, i.name))
+        return out
+
+    return rows
+
+
+def _column_rows(snap: Snapshot) -> list[Row]:
+    return [
+        (i.id, c.name, pos, c.nullable, c.type)
+        for i in snap.items if i.kind in RELATION_KINDS
+        for pos, c in enumerate(i.columns, start=1)
+    ]
+
+
+def _object_rows(snap: Snapshot) -> list[Row]:
+    return [(i.id, i.oid, SCHEMA_ID, i.name, i.kind) for i in snap.items]
+
+
+def _collection_rows(snap: Snapshot) -> list[Row]:
+    return [(item_id, global_id, version) for item_id, global_id, version in snap.collection_ids]
+
+
+TABLES: dict[str, SystemTable] = {
+    t.name: t
+    for t in (
+        SystemTable("mz_clusters", _cols("id bigint, name text"),
+                    _cols("virtual boolean, size text null, pool_slots integer"), _clusters),
+        SystemTable("mz_indexes",
+                    _cols("id text, oid integer, name text, on_id text, cluster_id bigint"),
+                    (), _index_rows),
+        SystemTable("mz_sinks",
+                    _cols("id text, oid integer, schema_id text, name text, on_id text, "
+                          "cluster_id bigint null"), (), _sink_rows),
+        SystemTable("mz_tables", _cols("id text, oid integer, schema_id text, name text"), (),
+                    _kind_rows(TABLE)),
+        SystemTable("mz_views",
+                    _cols("id text, oid integer, schema_id text, name text, definition text"),
+                    (), _kind_rows(VIEW)),
+        SystemTable("mz_materialized_views",
+                    _cols("id text, oid integer, schema_id text, name text, "
+                          "cluster_id bigint null, definition text"), (),
+                    _kind_rows(MATERIALIZED_VIEW)),
+        SystemTable("mz_columns",
+                    _cols("id text, name text, position bigint, nullable boolean, type text"),
+                    (), _column_rows),
+        SystemTable("mz_objects",
+                    _cols("id text, oid integer, schema_id text, name text, type text"), (),
+                    _object_rows),
+        SystemTable("mz_collection_ids", _cols("item_id text, global_id text, version integer"),
+                    (), _collection_rows),
+    )
+}
+
+
+def lookup(name: str) -> SystemTable | None:
+    return TABLES.get(name)

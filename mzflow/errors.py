@@ -1,0 +1,90 @@
+"""One error root for everything a user can cause.
+
+Every error carries a stable code: the PostgreSQL SQLSTATE that Materialize
+reports for the same condition, so clients that switch on SQLSTATE keep
+working. Messages follow Materialize's wording (``unknown cluster 'bad'``).
+"""
+
+from __future__ import annotations
+
+
+class Error(Exception):
+    """Base of every error mzflow raises on purpose."""
+
+    code = "XX000"  # internal_error
+
+    def __init__(self, message: str, *, detail: str | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+        self.hint = hint
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.detail:
+            parts.append(f"DETAIL: {self.detail}")
+        if self.hint:
+            parts.append(f"HINT: {self.hint}")
+        return "\n".join(parts)
+
+
+class ParseError(Error):
+    """Malformed SQL. ``line`` and ``column`` are 1-based."""
+
+    code = "42601"  # syntax_error
+
+    def __init__(self, message: str, *, line: int, column: int, snippet: str = ""):
+        super().__init__(f"{message} at line {line}, column {column}", detail=snippet or None)
+        self.reason = message
+        self.line = line
+        self.column = column
+
+
+class UnknownObject(Error):
+    """A name that does not resolve (cluster, table, view, index, sink, column)."""
+
+    code = "42704"  # undefined_object
+
+
+class UnknownColumn(UnknownObject):
+    code = "42703"  # undefined_column
+
+
+class DuplicateObject(Error):
+    code = "42710"  # duplicate_object
+
+
+class InvalidOption(Error):
+    """A bad option list: repeated, conflicting or unknown values."""
+
+    code = "22023"  # invalid_parameter_value
+
+
+class DependentObjects(Error):
+    """DROP without CASCADE while other objects still depend on the target."""
+
+    code = "2BP01"  # dependent_objects_still_exist
+
+
+class WrongObjectType(Error):
+    code = "42809"  # wrong_object_type
+
+
+class TypeMismatch(Error):
+    code = "42804"  # datatype_mismatch
+
+
+class Unsupported(Error):
+    """Valid SQL that mzflow does not implement yet; says what is missing."""
+
+    code = "0A000"  # feature_not_supported
+
+
+class InvalidDefinition(Error):
+    code = "42P16"  # invalid_table_definition
+
+
+class CatalogError(Error):
+    """The catalog store itself is unusable (bad URL, newer schema than this code)."""
+
+    code = "58000"  # system_error

@@ -1,0 +1,35 @@
+"""Run a query in-process over small in-memory relations (the system tables).
+
+Catalog queries must answer in milliseconds and never start a JVM, so they
+run on sqlglot's Python executor instead of Spark. It is only ever handed
+catalog-sized inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlglot import exp
+from sqlglot.errors import ExecuteError
+from sqlglot.executor import execute
+
+from mzflow.errors import Error, Unsupported
+from mzflow.sql.parse import DIALECT
+
+Rows = list[tuple[object, ...]]
+
+
+def run(query: exp.Query, tables: dict[str, tuple[Sequence[str], Rows]]) -> Rows:
+    data = {name: [dict(zip(cols, row, strict=True)) for row in rows]
+            for name, (cols, rows) in tables.items()}
+    try:
+        result = execute(query, tables=data, dialect=DIALECT)
+    except ExecuteError as e:
+        raise Error(_clean(str(e))) from None
+    except (NotImplementedError, KeyError) as e:
+        raise Unsupported(f"this catalog query is not supported: {e}") from None
+    return [tuple(r) for r in result.rows]
+
+
+def _clean(msg: str) -> str:
+    return msg.split("\n")[0]

@@ -1,0 +1,1 @@
+"""sql/: text → typed statement trees. Imports nothing else from mzflow but errors."""

@@ -1,0 +1,112 @@
+"""Syntax nodes for the statements sqlglot's Materialize dialect does not know.
+
+They are ordinary sqlglot expressions, so comments, positions, tree walks and
+SQL generation work on them like on any built-in node. ``this`` is always the
+object's name; options are lists of :class:`Option`.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+
+class Option(exp.Expression):
+    """``NAME [=] value`` in an option list; ``value`` is None for flags (VIRTUAL)."""
+
+    arg_types = {"this": True, "value": False}
+
+    @property
+    def name(self) -> str:
+        return self.this.upper()
+
+
+class CreateCluster(exp.Expression):
+    arg_types = {"this": True, "options": False}
+
+
+class AlterCluster(exp.Expression):
+    arg_types = {"this": True, "options": False}
+
+
+class CreateIndex(exp.Expression):
+    # this: the index name (None for an unnamed index); on: a Table; keys: key expressions
+    arg_types = {
+        "this": False,
+        "on": True,
+        "keys": False,
+        "cluster": False,
+        "default": False,
+        "exists": False,
+        "options": False,
+    }
+
+
+class CreateView(exp.Expression):
+    arg_types = {
+        "this": True,
+        "query": True,
+        "columns": False,
+        "cluster": False,
+        "materialized": False,
+        "replace": False,
+        "exists": False,
+        "options": False,
+    }
+
+
+class CreateSink(exp.Expression):
+    # into: the format name (PARQUET, CSV, JSON, DELTA); path: its target
+    arg_types = {
+        "this": True,
+        "source": True,
+        "into": True,
+        "path": True,
+        "cluster": False,
+        "exists": False,
+        "options": False,
+    }
+
+
+class DropObjects(exp.Expression):
+    # kind: TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK or CLUSTER
+    arg_types = {"kind": True, "expressions": True, "exists": False, "cascade": False}
+
+
+class Show(exp.Expression):
+    """Every SHOW form. ``kind`` picks the form; the other args qualify it.
+
+    kind is one of CLUSTERS, INDEXES, SINKS, TABLES, VIEWS, MATERIALIZED VIEWS,
+    OBJECTS, COLUMNS, CREATE <object kind>, or VARIABLE (then ``this`` is its name).
+    """
+
+    arg_types = {
+        "kind": True,
+        "this": False,
+        "on": False,
+        "schema": False,
+        "cluster": False,
+        "like": False,
+        "where": False,
+    }
+
+
+class SetVariable(exp.Expression):
+    # value None means DEFAULT; system=True for ALTER SYSTEM SET
+    arg_types = {"this": True, "value": False, "system": False}
+
+
+class ResetVariable(exp.Expression):
+    arg_types = {"this": True, "system": False}
+
+
+MZ_NODES = (
+    CreateCluster,
+    AlterCluster,
+    CreateIndex,
+    CreateView,
+    CreateSink,
+    DropObjects,
+    Show,
+    SetVariable,
+    ResetVariable,
+)

@@ -1,0 +1,471 @@
+"""mzflow's SQL dialect: sqlglot's Materialize dialect plus the DDL it lacks.
+
+sqlglot parses Materialize's queries well but returns an unparsed ``Command``
+for clusters, ``IN CLUSTER``, default indexes, sinks, SHOW and RESET. We add
+real parsers for those statements and refuse anything that would still come
+back as a ``Command``, so every statement mzflow accepts is a typed tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.dialects.materialize import Materialize
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.generators.materialize import MaterializeGenerator
+from sqlglot.parsers.materialize import MaterializeParser
+from sqlglot.tokens import TokenType
+
+from mzflow.sql import ast
+
+# DROP targets, longest first so MATERIALIZED VIEW wins over VIEW.
+DROP_KINDS = (
+    ("MATERIALIZED", "VIEW"),
+    ("TABLE",),
+    ("VIEW",),
+    ("INDEX",),
+    ("SINK",),
+    ("CLUSTER",),
+)
+
+SHOW_LISTS = (
+    ("MATERIALIZED", "VIEWS"),
+    ("CLUSTERS",),
+    ("SINKS",),
+    ("TABLES",),
+    ("VIEWS",),
+    ("OBJECTS",),
+)
+
+SHOW_CREATE_KINDS = (
+    ("MATERIALIZED", "VIEW"),
+    ("TABLE",),
+    ("VIEW",),
+    ("INDEX",),
+    ("SINK",),
+)
+
+
+class MzParser(MaterializeParser):
+    STATEMENT_PARSERS = {
+        **MaterializeParser.STATEMENT_PARSERS,
+        TokenType.CREATE: lambda self: self._parse_mz_create(),
+        TokenType.DROP: lambda self: self._parse_mz_drop(),
+        TokenType.SHOW: lambda self: self._parse_mz_show(),
+        TokenType.SET: lambda self: self._parse_mz_set(system=False),
+        TokenType.ALTER: lambda self: self._parse_mz_alter(),
+    }
+
+    def _parse_statement(self) -> exp.Expr | None:
+        if self._curr and self._curr.text.upper() == "RESET":
+            self._advance()
+            return self._parse_mz_reset(system=False)
+        if (
+            self._curr
+            and self._curr.token_type in self.dialect.tokenizer_class.COMMANDS
+            and self._curr.token_type not in self.STATEMENT_PARSERS
+        ):
+            # sqlglot would swallow the rest as an opaque Command; we never accept that.
+            self.raise_error(f"{self._curr.text.upper()} is not supported")
+        return super()._parse_statement()
+
+    def raise_error(self, message: str, token: Any = None) -> None:
+        # sqlglot reports the column where a token ends; people expect where it starts.
+        token = token or (None if self._at_end() else self._curr) or self._prev
+        if token is None or not self.sql:
+            super().raise_error(message, token)
+            return
+        start = min(token.start, len(self.sql))
+        line = self.sql.count("\n", 0, start) + 1
+        col = start - (self.sql.rfind("\n", 0, start) + 1) + 1
+        if self._at_end() and token is self._prev:
+            # Ran off the end: point just past the last token.
+            line = self.sql.count("\n", 0, token.end + 1) + 1
+            col = token.end + 1 - (self.sql.rfind("\n", 0, token.end + 1) + 1) + 1
+        raise SqlglotParseError.new(
+            f"{message}. Line {line}, Col: {col}.", description=message, line=line, col=col,
+            start_context="", highlight=token.text, end_context="",
+        )
+
+    # -- helpers ---------------------------------------------------------------
+
+    def _at_end(self) -> bool:
+        return self._curr is None or self._curr.token_type in (
+            TokenType.SENTINEL, TokenType.SEMICOLON)
+
+    def _match_words(self, *words: str) -> bool:
+        return self._match_text_seq(*words)
+
+    def _match_any_words(self, choices: tuple[tuple[str, ...], ...]) -> str | None:
+        for words in choices:
+            if self._match_text_seq(*words):
+                return " ".join(words)
+        return None
+
+    def _expect_name(self, what: str) -> exp.Identifier:
+        ident = self._parse_id_var(any_token=False)
+        if not isinstance(ident, exp.Identifier):
+            self.raise_error(f"Expected {what}")
+            raise AssertionError("unreachable")  # raise_error raises at IMMEDIATE level
+        return ident
+
+    def _expect_object(self, what: str = "object name") -> exp.Table:
+        table = self._parse_table_parts(schema=True)
+        if not isinstance(table, exp.Table) or not table.name:
+            self.raise_error(f"Expected {what}")
+        return table
+
+    def _parse_in_cluster(self) -> exp.Identifier | None:
+        if self._match_pair(TokenType.IN, TokenType.VAR, advance=False) and (
+            self._next and self._next.text.upper() == "CLUSTER"
+        ):
+            self._advance(2)
+            return self._expect_name("cluster name")
+        return None
+
+    def _parse_option_value(self) -> exp.Expr | None:
+        if self._match(TokenType.DEFAULT):
+            return None
+        if self._curr and self._curr.token_type == TokenType.L_PAREN:
+            return self.expression(exp.Tuple(expressions=self._parse_wrapped_csv(
+                self._parse_option_value)))
+        value = self._parse_string() or self._parse_number() or self._parse_boolean()
+        if value is None:
+            value = self._parse_id_var(any_token=True)
+        if value is None:
+            self.raise_error("Expected an option value")
+        return value
+
+    def _parse_option(self) -> ast.Option:
+        name_parts = []
+        while not self._at_end() and self._curr.token_type not in (
+            TokenType.EQ, TokenType.COMMA, TokenType.R_PAREN, TokenType.STRING,
+            TokenType.NUMBER, TokenType.SEMICOLON, TokenType.ALIAS,
+        ):
+            if self._curr.text.upper() in ("IN", "FROM", "INTO", "ON") and name_parts:
+                break
+            name_parts.append(self._curr.text.upper())
+            self._advance()
+            if name_parts[-1] in ("VIRTUAL",):
+                break
+        if not name_parts:
+            self.raise_error("Expected an option name")
+        value: exp.Expr | None = None
+        has_value = self._match(TokenType.EQ) or (
+            self._curr is not None
+            and self._curr.token_type in (TokenType.STRING, TokenType.NUMBER, TokenType.L_PAREN)
+        )
+        if has_value:
+            value = self._parse_option_value()
+        return self.expression(ast.Option(this=" ".join(name_parts), value=value))
+
+    def _parse_options(self) -> list[ast.Option]:
+        """Options as ``WITH (a = 1, b)``, ``(a = 1)`` or bare ``[WITH] a, b``."""
+        with_kw = self._match(TokenType.WITH)
+        if self._curr and self._curr.token_type == TokenType.L_PAREN:
+            return self._parse_wrapped_csv(self._parse_option)
+        if self._at_end() or self._curr.token_type == TokenType.ALIAS:
+            if with_kw:
+                self.raise_error("Expected an option")
+            return []
+        return self._parse_csv(self._parse_option)
+
+    # -- CREATE ----------------------------------------------------------------
+
+    def _parse_mz_create(self) -> exp.Expr:
+        index = self._index
+        replace = self._match_pair(TokenType.OR, TokenType.REPLACE)
+        if self._match_words("CLUSTER"):
+            name = self._expect_name("cluster name")
+            return self.expression(ast.CreateCluster(this=name, options=self._parse_options()))
+        if self._match(TokenType.DEFAULT):
+            if not self._match(TokenType.INDEX):
+                self.raise_error("Expected INDEX after CREATE DEFAULT")
+            return self._parse_create_index(default=True)
+        if self._match(TokenType.INDEX):
+            return self._parse_create_index(default=False)
+        if self._match_words("SINK"):
+            return self._parse_create_sink()
+        materialized = self._match_words("MATERIALIZED")
+        if self._match(TokenType.VIEW):
+            return self._parse_create_view(replace=replace, materialized=materialized)
+        if materialized:
+            self.raise_error("Expected VIEW after MATERIALIZED")
+        self._retreat(index)
+        create = self._parse_create()
+        if isinstance(create, exp.Command) or create.args.get("kind") != "TABLE":
+            self._retreat(index)
+            self.raise_error("Expected CLUSTER, INDEX, SINK, TABLE, VIEW or MATERIALIZED VIEW")
+        return create
+
+    def _parse_create_index(self, *, default: bool) -> ast.CreateIndex:
+        exists = self._parse_exists(not_=True)
+        name = None
+        if not default and self._curr and self._curr.token_type != TokenType.ON and not (
+            self._curr.token_type == TokenType.IN
+        ):
+            name = self._expect_name("index name")
+        cluster = self._parse_in_cluster()
+        if not self._match(TokenType.ON):
+            self.raise_error("Expected ON")
+        on = self._expect_object()
+        keys = None
+        if self._curr and self._curr.token_type == TokenType.L_PAREN:
+            if default:
+                self.raise_error("a default index takes no key list")
+            keys = self._parse_wrapped_csv(self._parse_assignment)
+        options = self._parse_options() if self._match(TokenType.WITH, advance=False) else []
+        return self.expression(ast.CreateIndex(
+            this=name, on=on, keys=keys, cluster=cluster, default=default, exists=exists,
+            options=options,
+        ))
+
+    def _parse_create_view(self, *, replace: bool, materialized: bool) -> ast.CreateView:
+        exists = self._parse_exists(not_=True)
+        name = self._expect_object("view name")
+        columns = None
+        if self._curr and self._curr.token_type == TokenType.L_PAREN:
+            columns = self._parse_wrapped_csv(lambda: self._expect_name("column name"))
+        cluster = self._parse_in_cluster()
+        options = self._parse_options() if self._match(TokenType.WITH, advance=False) else []
+        if not self._match(TokenType.ALIAS):
+            self.raise_error("Expected AS")
+        query = self._parse_ddl_select()
+        if not isinstance(query, exp.Query):
+            self.raise_error("Expected a SELECT")
+        return self.expression(ast.CreateView(
+            this=name, query=query, columns=columns, cluster=cluster,
+            materialized=materialized, replace=replace, exists=exists, options=options,
+        ))
+
+    def _parse_create_sink(self) -> ast.CreateSink:
+        exists = self._parse_exists(not_=True)
+        name = self._expect_object("sink name")
+        cluster = self._parse_in_cluster()
+        if not self._match(TokenType.FROM):
+            self.raise_error("Expected FROM")
+        source = self._expect_object()
+        if not self._match(TokenType.INTO):
+            self.raise_error("Expected INTO")
+        into = self._expect_name("sink format (PARQUET, CSV, JSON or DELTA)")
+        path = self._parse_string()
+        if path is None:
+            self.raise_error("Expected the sink's target path as a string")
+        options = self._parse_options() if self._match(TokenType.WITH, advance=False) else []
+        return self.expression(ast.CreateSink(
+            this=name, source=source, into=into, path=path, cluster=cluster,
+            exists=exists, options=options,
+        ))
+
+    # -- DROP ------------------------------------------------------------------
+
+    def _parse_mz_drop(self) -> ast.DropObjects:
+        kind = self._match_any_words(DROP_KINDS)
+        if kind is None:
+            self.raise_error(
+                "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK or CLUSTER after DROP")
+        exists = self._parse_exists()
+        if kind == "CLUSTER":
+            names: list[Any] = self._parse_csv(lambda: self._expect_name("cluster name"))
+        else:
+            names = self._parse_csv(self._expect_object)
+        cascade = False
+        if self._match_words("CASCADE"):
+            cascade = True
+        else:
+            self._match_words("RESTRICT")
+        return self.expression(ast.DropObjects(
+            kind=kind, expressions=names, exists=bool(exists), cascade=cascade))
+
+    # -- SHOW ------------------------------------------------------------------
+
+    def _parse_like_or_where(self) -> dict[str, Any]:
+        if self._match(TokenType.LIKE):
+            pattern = self._parse_string()
+            if pattern is None:
+                self.raise_error("Expected a LIKE pattern string")
+            return {"like": pattern}
+        if self._match(TokenType.WHERE):
+            return {"where": self._parse_assignment()}
+        return {}
+
+    def _parse_mz_show(self) -> ast.Show:
+        if self._match(TokenType.CREATE):
+            kind = self._match_any_words(SHOW_CREATE_KINDS)
+            if kind is None:
+                self.raise_error(
+                    "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX or SINK after SHOW CREATE")
+            return self.expression(ast.Show(
+                kind=f"CREATE {kind}", this=self._expect_object()))
+        if self._match(TokenType.INDEX) or self._match_words("INDEXES") or self._match_words(
+            "KEYS"
+        ):
+            on = None
+            if self._match_set((TokenType.FROM, TokenType.ON)) or (
+                self._curr is not None and self._curr.token_type == TokenType.IN
+                and not (self._next and self._next.text.upper() == "CLUSTER")
+                and self._match(TokenType.IN)
+            ):
+                on = self._expect_object()
+            cluster = self._parse_in_cluster()
+            return self.expression(ast.Show(
+                kind="INDEXES", on=on, cluster=cluster, **self._parse_like_or_where()))
+        if self._match_words("COLUMNS"):
+            if not self._match_set((TokenType.FROM, TokenType.IN)):
+                self.raise_error("Expected FROM")
+            return self.expression(ast.Show(
+                kind="COLUMNS", on=self._expect_object(), **self._parse_like_or_where()))
+        listing = self._match_any_words(SHOW_LISTS)
+        if listing is not None:
+            schema = self._expect_object("schema name") if self._match(TokenType.FROM) else None
+            cluster = self._parse_in_cluster()
+            return self.expression(ast.Show(
+                kind=listing, schema=schema, cluster=cluster, **self._parse_like_or_where()))
+        # SHOW <variable>: any single word, including keywords like ALL.
+        if self._at_end():
+            self.raise_error("Expected what to SHOW")
+        name = self._curr.text.lower()
+        self._advance()
+        return self.expression(ast.Show(kind="VARIABLE", this=exp.to_identifier(name)))
+
+    # -- SET / RESET / ALTER ---------------------------------------------------
+
+    def _parse_mz_set(self, *, system: bool) -> ast.SetVariable:
+        self._match_words("SESSION") or self._match_words("LOCAL")
+        name = self._expect_name("variable name")
+        if not (self._match(TokenType.EQ) or self._match_words("TO")):
+            self.raise_error("Expected = or TO")
+        value = self._parse_option_value()
+        return self.expression(ast.SetVariable(this=name, value=value, system=system))
+
+    def _parse_mz_reset(self, *, system: bool) -> ast.ResetVariable:
+        name = self._expect_name("variable name")
+        return self.expression(ast.ResetVariable(this=name, system=system))
+
+    def _parse_mz_alter(self) -> exp.Expr:
+        if self._match_words("SYSTEM"):
+            if self._match(TokenType.SET):
+                return self._parse_mz_set(system=True)
+            if self._match_words("RESET"):
+                return self._parse_mz_reset(system=True)
+            self.raise_error("Expected SET or RESET after ALTER SYSTEM")
+        if self._match_words("CLUSTER"):
+            name = self._expect_name("cluster name")
+            self._match(TokenType.SET)
+            options = self._parse_options()
+            if not options:
+                self.raise_error("Expected cluster options")
+            return self.expression(ast.AlterCluster(this=name, options=options))
+        if self._match(TokenType.TABLE, advance=False):
+            alter = self._parse_alter()
+            if isinstance(alter, exp.Command):
+                self.raise_error("unsupported ALTER TABLE form")
+            return alter
+        self.raise_error("Expected CLUSTER, SYSTEM or TABLE after ALTER")
+        raise AssertionError("unreachable")
+
+
+class MzGenerator(MaterializeGenerator):
+    """Renders our nodes back to SQL; used for normalized ``create_sql``."""
+
+    def option_sql(self, e: ast.Option) -> str:
+        value = e.args.get("value")
+        return e.name if value is None else f"{e.name} = {self.sql(value)}"
+
+    def _options(self, e: exp.Expr, prefix: str = " WITH ") -> str:
+        opts = e.args.get("options") or []
+        return f"{prefix}({', '.join(self.sql(o) for o in opts)})" if opts else ""
+
+    def _in_cluster(self, e: exp.Expr) -> str:
+        cluster = e.args.get("cluster")
+        return f" IN CLUSTER {self.sql(cluster)}" if cluster else ""
+
+    def createcluster_sql(self, e: ast.CreateCluster) -> str:
+        opts = e.args.get("options") or []
+        return f"CREATE CLUSTER {self.sql(e.this)}" + (
+            f" {', '.join(self.sql(o) for o in opts)}" if opts else "")
+
+    def createindex_sql(self, e: ast.CreateIndex) -> str:
+        head = "CREATE DEFAULT INDEX" if e.args.get("default") else "CREATE INDEX"
+        name = f" {self.sql(e.this)}" if e.this else ""
+        keys = e.args.get("keys")
+        key_sql = f" ({', '.join(self.sql(k) for k in keys)})" if keys else ""
+        return f"{head}{name}{self._in_cluster(e)} ON {self.sql(e.args['on'])}{key_sql}" + (
+            self._options(e))
+
+    def createview_sql(self, e: ast.CreateView) -> str:
+        head = "CREATE MATERIALIZED VIEW" if e.args.get("materialized") else "CREATE VIEW"
+        cols = e.args.get("columns")
+        col_sql = f" ({', '.join(self.sql(c) for c in cols)})" if cols else ""
+        return (f"{head} {self.sql(e.this)}{col_sql}{self._in_cluster(e)}{self._options(e)}"
+                f" AS {self.sql(e.args['query'])}")
+
+    def createsink_sql(self, e: ast.CreateSink) -> str:
+        return (f"CREATE SINK {self.sql(e.this)}{self._in_cluster(e)} FROM "
+                f"{self.sql(e.args['source'])} INTO {self.sql(e.args['into']).upper()} "
+                f"{self.sql(e.args['path'])}{self._options(e)}")
+
+
+    def dropobjects_sql(self, e: ast.DropObjects) -> str:
+        exists = " IF EXISTS" if e.args.get("exists") else ""
+        cascade = " CASCADE" if e.args.get("cascade") else ""
+        names = ", ".join(self.sql(n) for n in e.expressions)
+        return f"DROP {e.args['kind']}{exists} {names}{cascade}"
+
+    def altercluster_sql(self, e: ast.AlterCluster) -> str:
+        return f"ALTER CLUSTER {self.sql(e.this)} SET{self._options(e, prefix=' ')}"
+
+    def show_sql(self, e: ast.Show) -> str:
+        kind = e.args["kind"]
+        if kind == "VARIABLE":
+            return f"SHOW {self.sql(e.this)}"
+        if kind.startswith("CREATE"):
+            return f"SHOW {kind} {self.sql(e.this)}"
+        parts = [f"SHOW {kind}"]
+        if e.args.get("on"):
+            parts.append(f"{'FROM' if kind == 'COLUMNS' else 'ON'} {self.sql(e.args['on'])}")
+        if e.args.get("schema"):
+            parts.append(f"FROM {self.sql(e.args['schema'])}")
+        if e.args.get("cluster"):
+            parts.append(f"IN CLUSTER {self.sql(e.args['cluster'])}")
+        if e.args.get("like"):
+            parts.append(f"LIKE {self.sql(e.args['like'])}")
+        if e.args.get("where"):
+            parts.append(f"WHERE {self.sql(e.args['where'])}")
+        return " ".join(parts)
+
+    def setvariable_sql(self, e: ast.SetVariable) -> str:
+        head = "ALTER SYSTEM SET" if e.args.get("system") else "SET"
+        value = e.args.get("value")
+        return f"{head} {self.sql(e.this)} = {self.sql(value) if value else 'DEFAULT'}"
+
+    def resetvariable_sql(self, e: ast.ResetVariable) -> str:
+        head = "ALTER SYSTEM RESET" if e.args.get("system") else "RESET"
+        return f"{head} {self.sql(e.this)}"
+
+    TRANSFORMS = {
+        **MaterializeGenerator.TRANSFORMS,
+        ast.Option: option_sql,
+        ast.CreateCluster: createcluster_sql,
+        ast.AlterCluster: altercluster_sql,
+        ast.CreateIndex: createindex_sql,
+        ast.CreateView: createview_sql,
+        ast.CreateSink: createsink_sql,
+        ast.DropObjects: dropobjects_sql,
+        ast.Show: show_sql,
+        ast.SetVariable: setvariable_sql,
+        ast.ResetVariable: resetvariable_sql,
+    }
+
+
+class Mz(Materialize):
+    class Tokenizer(Materialize.Tokenizer):
+        # RESET is a statement of ours, not an opaque command.
+        KEYWORDS = {k: v for k, v in Materialize.Tokenizer.KEYWORDS.items() if k != "RESET"}
+        # A command token makes the tokenizer swallow the rest of the statement as one
+        # string; SHOW has a real grammar here.
+        COMMANDS = Materialize.Tokenizer.COMMANDS - {TokenType.SHOW}
+
+    Parser = MzParser
+    Generator = MzGenerator

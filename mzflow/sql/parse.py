@@ -1,0 +1,92 @@
+"""Text to typed statement trees, with errors that point at line and column."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, TokenError
+from sqlglot.errors import ParseError as SqlglotParseError
+
+from mzflow.errors import ParseError
+from mzflow.sql.dialect import Mz
+
+DIALECT = Mz()
+
+
+def parse(sql: str) -> list[exp.Expr]:
+    """Parse ``;``-separated statements. Empty statements are dropped.
+
+    The whole text is parsed before anything runs, like PostgreSQL's simple
+    query protocol: a syntax error anywhere rejects the whole batch.
+    """
+    try:
+        tokens = DIALECT.tokenize(sql)
+    except TokenError as e:
+        raise _token_error(sql, e) from None
+    parser = DIALECT.parser(error_level=ErrorLevel.IMMEDIATE)
+    try:
+        trees = parser.parse(tokens, sql)
+    except SqlglotParseError as e:
+        raise _parse_error(sql, e) from None
+    except (RecursionError, ValueError, TypeError, AttributeError, IndexError) as e:
+        # sqlglot occasionally trips on pathological input instead of raising ParseError;
+        # that is still the user's malformed SQL, so report it as such, at the start.
+        raise ParseError(f"could not parse statement ({type(e).__name__})", line=1,
+                         column=1) from None
+    statements = []
+    for tree in trees:
+        if tree is None or isinstance(tree, exp.Semicolon):
+            continue
+        if isinstance(tree, exp.Command):
+            # Defensive: the dialect should never produce one.
+            raise ParseError(f"{tree.name} is not supported", line=1, column=1)
+        statements.append(tree)
+    return statements
+
+
+def parse_one(sql: str) -> exp.Expr:
+    statements = parse(sql)
+    if len(statements) != 1:
+        raise ParseError(f"expected one statement, found {len(statements)}", line=1, column=1)
+    return statements[0]
+
+
+def parse_query(sql: str) -> exp.Query:
+    stmt = parse_one(sql)
+    if not isinstance(stmt, exp.Query):
+        raise ParseError("expected a SELECT", line=1, column=1)
+    return stmt
+
+
+def _parse_error(sql: str, e: SqlglotParseError) -> ParseError:
+    first = e.errors[0] if e.errors else {}
+    reason = first.get("description") or str(e).split(". Line")[0]
+    line = int(first.get("line") or 1)
+    col = int(first.get("col") or 1)
+    snippet = (first.get("start_context") or "") + (first.get("highlight") or "")
+    return ParseError(reason, line=line, column=col, snippet=_caret(sql, line, col) or snippet)
+
+
+def _token_error(sql: str, e: TokenError) -> ParseError:
+    # sqlglot's TokenError carries no position. The first failing prefix pins it:
+    # for an unterminated string or identifier that is the opening quote.
+    line, col = 1, 1
+    if len(sql) <= 20_000:
+        for k in range(1, len(sql) + 1):
+            try:
+                DIALECT.tokenize(sql[:k])
+            except TokenError:
+                line = sql.count("\n", 0, k - 1) + 1
+                col = k - 1 - (sql.rfind("\n", 0, k - 1) + 1) + 1
+                break
+    reason = "unterminated quoted string or identifier" if "'" in sql or '"' in sql else (
+        "invalid token")
+    return ParseError(reason, line=line, column=col, snippet=_caret(sql, line, col))
+
+
+def _caret(sql: str, line: int, col: int) -> str:
+    lines = sql.splitlines()
+    if not 1 <= line <= len(lines):
+        return ""
+    text = lines[line - 1]
+    return f"{text}\n{' ' * max(col - 1, 0)}^"
