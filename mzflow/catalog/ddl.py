@@ -145,6 +145,8 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
     materialized = bool(stmt.args.get("materialized"))
     kind = MATERIALIZED_VIEW if materialized else VIEW
     word = "materialized view" if materialized else "view"
+    if stmt.args.get("replace") and stmt.args.get("exists"):
+        raise InvalidDefinition("cannot specify both OR REPLACE and IF NOT EXISTS")
     with store.write() as w:
         snap = w.snapshot
         cluster = _active_cluster(snap, stmt.args.get("cluster"), session_cluster) if (

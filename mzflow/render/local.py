@@ -22,8 +22,10 @@ Rows = list[tuple[object, ...]]
 def run(query: exp.Query, tables: dict[str, tuple[Sequence[str], Rows]]) -> Rows:
     data = {name: [dict(zip(cols, row, strict=True)) for row in rows]
             for name, (cols, rows) in tables.items()}
+    # The executor infers columns from the first row; an empty table needs a schema.
+    schema = {name: dict.fromkeys(cols, "text") for name, (cols, _) in tables.items()}
     try:
-        result = execute(query, tables=data, dialect=DIALECT)
+        result = execute(query, tables=data, schema=schema, dialect=DIALECT)
     except ExecuteError as e:
         raise Error(_clean(str(e))) from None
     except (NotImplementedError, KeyError) as e:

@@ -90,7 +90,7 @@ class Connection:
         return results[-1] if results else Result(status="EMPTY")
 
     def execute_all(self, sql: str) -> list[Result]:
-        return [self._execute(stmt) for stmt in parse(sql)]
+        return [self.execute_parsed(stmt) for stmt in parse(sql)]
 
     def variable(self, name: str) -> str:
         name = name.lower()
@@ -101,7 +101,8 @@ class Connection:
 
     # -- dispatch ----------------------------------------------------------------
 
-    def _execute(self, stmt: exp.Expr) -> Result:
+    def execute_parsed(self, stmt: exp.Expr) -> Result:
+        """Run one statement already parsed by :func:`mzflow.sql.parse.parse`."""
         handler = _HANDLERS.get(type(stmt))
         if handler is None:
             raise Unsupported(f"{type(stmt).__name__.upper()} statements are not supported yet")

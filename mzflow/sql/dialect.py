@@ -388,6 +388,8 @@ class MzGenerator(MaterializeGenerator):
 
     def createindex_sql(self, e: ast.CreateIndex) -> str:
         head = "CREATE DEFAULT INDEX" if e.args.get("default") else "CREATE INDEX"
+        if e.args.get("exists"):
+            head += " IF NOT EXISTS"
         name = f" {self.sql(e.this)}" if e.this else ""
         keys = e.args.get("keys")
         key_sql = f" ({', '.join(self.sql(k) for k in keys)})" if keys else ""
@@ -395,14 +397,18 @@ class MzGenerator(MaterializeGenerator):
             self._options(e))
 
     def createview_sql(self, e: ast.CreateView) -> str:
-        head = "CREATE MATERIALIZED VIEW" if e.args.get("materialized") else "CREATE VIEW"
+        head = "CREATE OR REPLACE" if e.args.get("replace") else "CREATE"
+        head += " MATERIALIZED VIEW" if e.args.get("materialized") else " VIEW"
+        if e.args.get("exists"):
+            head += " IF NOT EXISTS"
         cols = e.args.get("columns")
         col_sql = f" ({', '.join(self.sql(c) for c in cols)})" if cols else ""
         return (f"{head} {self.sql(e.this)}{col_sql}{self._in_cluster(e)}{self._options(e)}"
                 f" AS {self.sql(e.args['query'])}")
 
     def createsink_sql(self, e: ast.CreateSink) -> str:
-        return (f"CREATE SINK {self.sql(e.this)}{self._in_cluster(e)} FROM "
+        exists = " IF NOT EXISTS" if e.args.get("exists") else ""
+        return (f"CREATE SINK{exists} {self.sql(e.this)}{self._in_cluster(e)} FROM "
                 f"{self.sql(e.args['source'])} INTO {self.sql(e.args['into']).upper()} "
                 f"{self.sql(e.args['path'])}{self._options(e)}")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, TokenError
@@ -60,11 +62,21 @@ def parse_query(sql: str) -> exp.Query:
 
 def _parse_error(sql: str, e: SqlglotParseError) -> ParseError:
     first = e.errors[0] if e.errors else {}
-    reason = first.get("description") or str(e).split(". Line")[0]
+    reason = _readable(first.get("description") or str(e).split(". Line")[0])
     line = int(first.get("line") or 1)
     col = int(first.get("col") or 1)
     snippet = (first.get("start_context") or "") + (first.get("highlight") or "")
     return ParseError(reason, line=line, column=col, snippet=_caret(sql, line, col) or snippet)
+
+
+def _readable(reason: str) -> str:
+    """sqlglot's internal phrasing → what a SQL user can act on."""
+    reason = re.sub(r"<Token token_type: [\w.]+, text: (.*?), line: \d+.*?>", r"'\1'", reason)
+    reason = reason.replace("'SENTINEL'", "end of input")
+    m = re.match(r"Required keyword: '\w+' missing for <class '[\w.]+\.(\w+)'>", reason)
+    if m:
+        return f"Expected an expression to complete {m.group(1).upper()}"
+    return reason
 
 
 def _token_error(sql: str, e: TokenError) -> ParseError:

@@ -1,0 +1,48 @@
+# Two commands for a fresh machine: `make demo` and `make test`.
+# Everything they need is installed from here into .venv.
+
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+EXTRAS := dev,postgres,airflow,quality
+DEMO_HOME ?= .mzflow/demo
+
+.PHONY: help install demo test lint typecheck pytest fast clean
+
+help:
+	@echo "make demo       install into $(VENV) and run the example pipeline"
+	@echo "make test       lint, type-check and run the whole test suite"
+	@echo "make fast       only the fast tests (skips those marked slow)"
+	@echo "make clean      remove the demo home and caches"
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[$(EXTRAS)]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	@rm -rf $(DEMO_HOME)
+	@echo "== catalog: conf/example/catalog.sql (home: $(DEMO_HOME))"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/catalog.sql
+	@echo "== what the catalog now holds"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/inspect.sql
+
+lint: install
+	$(VENV)/bin/ruff check mzflow tests
+
+typecheck: install
+	$(VENV)/bin/mypy
+
+pytest: install
+	bash scripts/ensure-postgres.sh
+	$(PY) -m pytest
+
+test: lint typecheck pytest
+
+fast: install
+	$(PY) -m pytest -m "not slow"
+
+clean:
+	rm -rf .mzflow .pytest_cache .mypy_cache .ruff_cache .hypothesis

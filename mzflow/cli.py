@@ -1,0 +1,181 @@
+"""The ``mzflow`` command.
+
+    mzflow sql                      interactive SQL shell
+    mzflow sql -c "SHOW CLUSTERS"   run statements and print their results
+    mzflow sql -f catalog.sql       run a file of statements
+
+Only the standard library is imported up front, so ``mzflow --help`` and
+catalog statements answer without starting Spark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from mzflow import __version__
+
+EPILOG = """\
+environment:
+  MZFLOW_HOME          home folder (catalog, warehouse); default from conf/mzflow.toml
+  MZFLOW_CATALOG_URL   SQLAlchemy URL of the catalog, e.g. postgresql://user@host/db
+  MZFLOW_CONFIG        path of a configuration file (default: ./conf/mzflow.toml)
+
+examples:
+  mzflow sql -c "CREATE CLUSTER etl SIZE 'small'; SHOW CLUSTERS"
+  mzflow sql -f conf/example/catalog.sql
+  mzflow --home /tmp/demo sql
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mzflow",
+        description="Maintained SQL views for batch-incremental pipelines "
+                    "(Materialize's SQL, Spark, Delta Lake, Airflow).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"mzflow {__version__}")
+    parser.add_argument("--home", help="home folder (overrides MZFLOW_HOME and conf/)")
+    parser.add_argument("--catalog-url", help="SQLAlchemy URL of the catalog database")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sql = sub.add_parser(
+        "sql", help="run SQL: a shell, -c statements or -f a file",
+        description="Run SQL statements in Materialize's dialect. With neither -c nor -f, "
+                    "opens an interactive shell (end statements with ';', \\q to quit).",
+    )
+    src = sql.add_mutually_exclusive_group()
+    src.add_argument("-c", "--command", dest="sql", metavar="SQL",
+                     help="statements to run, separated by ';'")
+    src.add_argument("-f", "--file", metavar="FILE", help="file of statements to run ('-': stdin)")
+    sql.add_argument("--on-error", choices=("stop", "continue"), default="stop",
+                     help="with -f: stop at the first failing statement (default) or go on")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command is None:
+        build_parser().print_help()
+        return 2
+    import mzflow
+
+    try:
+        conn = mzflow.connect(args.home, catalog_url=args.catalog_url)
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
+    with conn:
+        if args.sql is not None:
+            return run_text(conn, args.sql, sys.stdout)
+        if args.file is not None:
+            try:
+                text = sys.stdin.read() if args.file == "-" else _read(args.file)
+            except OSError as e:
+                print(f"ERROR: cannot read {args.file}: {e.strerror}", file=sys.stderr)
+                return 1
+            return run_text(conn, text, sys.stdout, keep_going=args.on_error == "continue")
+        return repl(conn)
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def run_text(conn: object, text: str, out: TextIO, keep_going: bool = False) -> int:
+    """Run statements one at a time so earlier results print before a later error."""
+    import mzflow
+    from mzflow.sql.parse import parse
+
+    assert isinstance(conn, mzflow.Connection)
+    try:
+        statements = parse(text)
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
+    status = 0
+    for stmt in statements:
+        try:
+            result = conn.execute_parsed(stmt)
+        except mzflow.Error as e:
+            _print_error(e)
+            status = 1
+            if not keep_going:
+                break
+            continue
+        print_result(result, out)
+    return status
+
+
+def print_result(result: object, out: TextIO) -> None:
+    for notice in getattr(result, "notices", []):
+        print(f"NOTICE: {notice}", file=sys.stderr)
+    columns = getattr(result, "columns", [])
+    if not columns:
+        print(getattr(result, "status", ""), file=out)
+        return
+    print(format_table(columns, getattr(result, "rows", [])), file=out)
+
+
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """psql's aligned format: header, rule, rows, then ``(n rows)``."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [len(c) for c in columns]
+    for row in cells:
+        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
+    lines = [" | ".join(c.center(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
+             "-+-".join("-" * w for w in widths)]
+    for row in cells:
+        lines.append(" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
+    lines.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
+    return "\n".join(" " + line if i < len(lines) - 1 else line for i, line in enumerate(lines))
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    return str(value)
+
+
+def _print_error(e: BaseException) -> None:
+    print(f"ERROR: {e}", file=sys.stderr)
+
+
+def repl(conn: object) -> int:
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+    except ImportError:
+        pass
+    print(f"mzflow {__version__}. End statements with ';'. \\q quits, \\? helps.")
+    buffer: list[str] = []
+    while True:
+        try:
+            line = input("mzflow=> " if not buffer else "mzflow-> ")
+        except EOFError:
+            print()
+            return 0
+        except KeyboardInterrupt:
+            print()
+            buffer.clear()
+            continue
+        stripped = line.strip()
+        if not buffer and stripped in ("\\q", "quit", "exit"):
+            return 0
+        if not buffer and stripped == "\\?":
+            print("Statements end with ';'. Try: SHOW CLUSTERS; SHOW OBJECTS; "
+                  "SELECT * FROM mz_clusters;\n\\q quits.")
+            continue
+        buffer.append(line)
+        if stripped.endswith(";"):
+            run_text(conn, "\n".join(buffer), sys.stdout, keep_going=True)
+            buffer.clear()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
