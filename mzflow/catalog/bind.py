@@ -94,8 +94,8 @@ def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTa
 def bind(snap: Snapshot, query: exp.Query) -> Bound:
     query = query.copy()
     cte_names = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
-    visible: dict[str, dict[str, str]] = {}
-    full: dict[str, dict[str, str]] = {}
+    visible: dict[str, object] = {}
+    full: dict[str, object] = {}
     nullable: dict[tuple[str, str], bool] = {}
     deps: list[str] = []
     sys_tables: list[str] = []
@@ -133,11 +133,18 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     except Exception as e:  # sqlglot optimizer internals on constructs it cannot type
         raise Unsupported(f"cannot plan this query: {e}") from None
     columns = tuple(
-        Column(name=name, type=type_name(proj.type), nullable=_nullable(proj, nullable))
+        Column(name=name, type=_type_of(proj), nullable=_nullable(proj, nullable))
         for name, proj in zip(names, query.selects, strict=False)
     )
     return Bound(query=query, columns=columns, depends_on=tuple(deps),
                  system_tables=tuple(sys_tables))
+
+
+def _type_of(proj: exp.Expr) -> str:
+    inner = proj.this if isinstance(proj, exp.Alias) else proj
+    if isinstance(inner, exp.Literal) and inner.is_string:
+        return "text"  # PostgreSQL and Materialize type an unknown-typed literal as text
+    return type_name(proj.type)
 
 
 def _schema_type(type_: str) -> str:
@@ -147,7 +154,7 @@ def _schema_type(type_: str) -> str:
             "character varying": "varchar"}.get(type_, type_)
 
 
-def _output_names(query: exp.Query, visible: dict[str, dict[str, str]]) -> list[str]:
+def _output_names(query: exp.Query, visible: dict[str, object]) -> list[str]:
     left = query
     while isinstance(left, exp.SetOperation):
         left = left.left
@@ -165,7 +172,7 @@ def _output_names(query: exp.Query, visible: dict[str, dict[str, str]]) -> list[
     return names
 
 
-def _star_names(select: exp.Select, qualifier: str, visible: dict[str, dict[str, str]]
+def _star_names(select: exp.Select, qualifier: str, visible: dict[str, object]
                 ) -> list[str]:
     names: list[str] = []
     sources = [select.args.get("from_") or select.args.get("from")] + list(
@@ -177,8 +184,8 @@ def _star_names(select: exp.Select, qualifier: str, visible: dict[str, dict[str,
         alias = rel.alias_or_name
         if qualifier and alias != qualifier:
             continue
-        if isinstance(rel, exp.Table) and rel.name in visible:
-            names.extend(visible[rel.name])
+        if isinstance(rel, exp.Table) and isinstance(cols := visible.get(rel.name), dict):
+            names.extend(cols)
         elif isinstance(rel, exp.Subquery | exp.Table):
             inner = rel.this if isinstance(rel, exp.Subquery) else None
             if isinstance(inner, exp.Query):

@@ -39,6 +39,10 @@ class Store:
     def snapshot(self) -> Snapshot:
         """The current catalog, reloaded only if another writer changed it."""
         with self.engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                # _load is several SELECTs: under READ COMMITTED a concurrent DDL could
+                # commit between them (an item without its columns). One snapshot for all.
+                conn.execution_options(isolation_level="REPEATABLE READ")
             version = _catalog_version(conn)
             if self._snapshot is None or self._snapshot.version != version:
                 self._snapshot = _load(conn, version)
@@ -90,7 +94,8 @@ class Writer:
 
     def delete_cluster(self, cluster_id: int) -> None:
         self.dirty = True
-        self.conn.execute(migrations.clusters.delete().where(migrations.clusters.c.id == cluster_id))
+        clusters = migrations.clusters
+        self.conn.execute(clusters.delete().where(clusters.c.id == cluster_id))
 
     def insert_item(self, item: Item, version: int = 0) -> None:
         self.dirty = True

@@ -7,7 +7,7 @@ catalog-sized inputs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlglot import exp
 from sqlglot.errors import ExecuteError
@@ -19,7 +19,7 @@ from mzflow.sql.parse import DIALECT
 Rows = list[tuple[object, ...]]
 
 
-def run(query: exp.Query, tables: dict[str, tuple[Sequence[str], Rows]]) -> Rows:
+def run(query: exp.Query, tables: Mapping[str, tuple[Sequence[str], Rows]]) -> Rows:
     data = {name: [dict(zip(cols, row, strict=True)) for row in rows]
             for name, (cols, rows) in tables.items()}
     # The executor infers columns from the first row; an empty table needs a schema.

@@ -163,8 +163,9 @@ class Connection:
         if stmt.args["kind"] == "VARIABLE":
             name = stmt.this.name.lower()
             if name == "all":
-                rows = [(n, self.variable(n), v.description) for n, v in VARIABLES.items()]
-                return Result(["name", "setting", "description"], list(rows), "SHOW")
+                rows: list[tuple[Any, ...]] = [
+                    (n, self.variable(n), v.description) for n, v in VARIABLES.items()]
+                return Result(["name", "setting", "description"], rows, "SHOW")
             return Result([name], [(self.variable(name),)], "SHOW")
         columns, rows = show_mod.show(self.store.snapshot(), stmt)
         return Result(columns, rows, status="SHOW")
@@ -201,8 +202,10 @@ def _replace_functions(query: exp.Query, snap: Snapshot) -> exp.Query:
     if isinstance(query, exp.Select):
         query.set("expressions", [exp.alias_(p, name) if is_call(p) else p
                                   for p in query.expressions])
-    return query.transform(
+    swapped = query.transform(
         lambda n: exp.Literal.string(snap.installation_id) if is_call(n) else n)
+    assert isinstance(swapped, exp.Query)
+    return swapped
 
 
 _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {

@@ -34,6 +34,8 @@ _CREATE_KINDS = {"TABLE": TABLE, "VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED
 
 def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     kind = stmt.args["kind"]
+    columns: list[str]
+    rows: Rows
     if kind.startswith("CREATE "):
         return _show_create(snap, kind.removeprefix("CREATE "), stmt.this.name)
     if kind == "CLUSTERS":

@@ -114,6 +114,7 @@ class MzParser(MaterializeParser):
         table = self._parse_table_parts(schema=True)
         if not isinstance(table, exp.Table) or not table.name:
             self.raise_error(f"Expected {what}")
+            raise AssertionError("unreachable")
         return table
 
     def _parse_in_cluster(self) -> exp.Identifier | None:
@@ -138,7 +139,7 @@ class MzParser(MaterializeParser):
         return value
 
     def _parse_option(self) -> ast.Option:
-        name_parts = []
+        name_parts: list[str] = []
         while not self._at_end() and self._curr.token_type not in (
             TokenType.EQ, TokenType.COMMA, TokenType.R_PAREN, TokenType.STRING,
             TokenType.NUMBER, TokenType.SEMICOLON, TokenType.ALIAS,
@@ -422,7 +423,7 @@ class MzGenerator(MaterializeGenerator):
     def altercluster_sql(self, e: ast.AlterCluster) -> str:
         return f"ALTER CLUSTER {self.sql(e.this)} SET{self._options(e, prefix=' ')}"
 
-    def show_sql(self, e: ast.Show) -> str:
+    def mz_show_sql(self, e: ast.Show) -> str:
         kind = e.args["kind"]
         if kind == "VARIABLE":
             return f"SHOW {self.sql(e.this)}"
@@ -459,7 +460,7 @@ class MzGenerator(MaterializeGenerator):
         ast.CreateView: createview_sql,
         ast.CreateSink: createsink_sql,
         ast.DropObjects: dropobjects_sql,
-        ast.Show: show_sql,
+        ast.Show: mz_show_sql,
         ast.SetVariable: setvariable_sql,
         ast.ResetVariable: resetvariable_sql,
     }

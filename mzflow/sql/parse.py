@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, TokenError
 from sqlglot.errors import ParseError as SqlglotParseError
@@ -80,20 +79,40 @@ def _readable(reason: str) -> str:
 
 
 def _token_error(sql: str, e: TokenError) -> ParseError:
-    # sqlglot's TokenError carries no position. The first failing prefix pins it:
-    # for an unterminated string or identifier that is the opening quote.
-    line, col = 1, 1
-    if len(sql) <= 20_000:
-        for k in range(1, len(sql) + 1):
-            try:
-                DIALECT.tokenize(sql[:k])
-            except TokenError:
-                line = sql.count("\n", 0, k - 1) + 1
-                col = k - 1 - (sql.rfind("\n", 0, k - 1) + 1) + 1
-                break
+    line, col = _position(sql, _token_error_offset(sql, e))
     reason = "unterminated quoted string or identifier" if "'" in sql or '"' in sql else (
         "invalid token")
     return ParseError(reason, line=line, column=col, snippet=_caret(sql, line, col))
+
+
+# sqlglot's tokenizer says where the failing token starts in the error it wraps:
+# "Missing ' from <line>:<offset>", "Numeric string contains invalid characters from …".
+_TOKEN_ERROR_AT = re.compile(r" from \d+:(\d+)$")
+
+
+def _token_error_offset(sql: str, e: TokenError) -> int:
+    """Offset of the token the tokenizer choked on (0-based)."""
+    m = _TOKEN_ERROR_AT.search(str(e.__cause__ or ""))
+    if m:
+        return min(int(m.group(1)), len(sql))
+    # No position given: the token starts where the longest prefix that still
+    # tokenizes ends. (The shortest failing prefix would be wrong: it may stop inside
+    # an earlier, properly closed string.)
+    if len(sql) <= 20_000:
+        for k in range(len(sql) - 1, -1, -1):
+            try:
+                DIALECT.tokenize(sql[:k])
+            except TokenError:
+                continue
+            return k
+    return 0
+
+
+def _position(sql: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of ``offset``."""
+    line = sql.count("\n", 0, offset) + 1
+    col = offset - (sql.rfind("\n", 0, offset) + 1) + 1
+    return line, col
 
 
 def _caret(sql: str, line: int, col: int) -> str:
