@@ -16,11 +16,29 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
 from mzflow.catalog import system
-from mzflow.catalog.model import DATABASE, RELATION_KINDS, SCHEMA, Column, Item, Snapshot
-from mzflow.errors import Error, UnknownColumn, UnknownObject, Unsupported, WrongObjectType
+from mzflow.catalog.model import (
+    DATABASE,
+    RELATION_KINDS,
+    ROWID,
+    SCHEMA,
+    TABLE,
+    Column,
+    Item,
+    Snapshot,
+)
+from mzflow.errors import (
+    Error,
+    InvalidDefinition,
+    UnknownColumn,
+    UnknownObject,
+    Unsupported,
+    WrongObjectType,
+)
+from mzflow.sql.ast import VersionedTable
 from mzflow.sql.parse import DIALECT
 
 UNNAMED = "?column?"
+ROWID_COLUMN = Column(ROWID, "bigint", nullable=False)
 
 # sqlglot type → the name Materialize prints in SHOW COLUMNS / mz_columns.
 _TYPE_NAMES = {
@@ -74,8 +92,31 @@ def output_name(projection: exp.Expr) -> str:
     return UNNAMED
 
 
+_PIN = re.compile(r"^mz_(u\d+)_v(\d+)$")
+
+
+def pin_key(item: Item, version: int) -> str:
+    """The relation name a bound query uses for one version of a table."""
+    return f"mz_{item.id}_v{version}"
+
+
+def pinned(name: str) -> tuple[str, int] | None:
+    """``(item id, version)`` if ``name`` is a :func:`pin_key`."""
+    m = _PIN.match(name)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
 def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTable:
     """An ``exp.Table`` in a FROM clause → a user relation or a system table."""
+    if isinstance(table, VersionedTable):
+        item_id = table.args["item_id"].name
+        try:
+            item = snap.item(item_id)
+        except UnknownObject:
+            raise UnknownObject(f"unknown catalog item '{item_id}'") from None
+        if item.kind != TABLE:
+            raise WrongObjectType(f"{item.qualified_name} is not a table")
+        return item
     name, schema, db = table.name, table.db or None, table.catalog or None
     if db not in (None, DATABASE):
         raise UnknownObject(f"unknown database '{db}'")
@@ -103,21 +144,29 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         if table.name in cte_names and not table.db:
             continue
         rel = resolve_relation(snap, table)
-        # Later stages see bare names; the catalog namespace has one schema.
-        table.set("db", None)
-        table.set("catalog", None)
+        alias = table.alias_or_name
+        key = rel.name
         if isinstance(rel, system.SystemTable):
             cols, hidden = rel.columns, rel.hidden
             if rel.name not in sys_tables:
                 sys_tables.append(rel.name)
+        elif rel.kind == TABLE:
+            # A table reference reads one version of the table: the one it names, or
+            # the newest. It is renamed to that version's pin key from here on.
+            version = _version_of(rel, table)
+            cols, hidden = rel.columns_at(version), (ROWID_COLUMN,)
+            key = pin_key(rel, version)
         else:
             cols, hidden = rel.columns, ()
-            if rel.id not in deps:
-                deps.append(rel.id)
-        visible[rel.name] = {c.name: _schema_type(c.type) for c in cols}
-        full[rel.name] = {c.name: _schema_type(c.type) for c in cols + hidden}
+        if not isinstance(rel, system.SystemTable) and rel.id not in deps:
+            deps.append(rel.id)
+        # Later stages see bare names; the catalog namespace has one schema.
+        table.replace(exp.Table(this=exp.to_identifier(key),
+                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        visible[key] = {c.name: _schema_type(c.type) for c in cols}
+        full[key] = {c.name: _schema_type(c.type) for c in cols + hidden}
         for c in cols + hidden:
-            nullable[(table.alias_or_name, c.name)] = c.nullable
+            nullable[(alias, c.name)] = c.nullable
     names = _output_names(query, visible)
     try:
         # Pass 1 expands * to visible columns only; pass 2 resolves and validates
@@ -127,7 +176,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         query = qualify(query, schema=full, dialect=DIALECT, identify=False)
         query = annotate_types(query, schema=full, dialect=DIALECT)
     except OptimizeError as e:
-        raise _bind_error(e) from None
+        raise bind_error(e) from None
     except Error:
         raise
     except Exception as e:  # sqlglot optimizer internals on constructs it cannot type
@@ -138,6 +187,15 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     )
     return Bound(query=query, columns=columns, depends_on=tuple(deps),
                  system_tables=tuple(sys_tables))
+
+
+def _version_of(item: Item, table: exp.Table) -> int:
+    if not isinstance(table, VersionedTable):
+        return item.version
+    version = int(table.args["version"].name)
+    if not 0 <= version <= item.version:
+        raise InvalidDefinition(f'invalid version "{version}" for "{item.name}"')
+    return version
 
 
 def _type_of(proj: exp.Expr) -> str:
@@ -206,7 +264,7 @@ def _nullable(proj: exp.Expr, nullable: dict[tuple[str, str], bool]) -> bool:
     return True
 
 
-def _bind_error(e: OptimizeError) -> Error:
+def bind_error(e: OptimizeError) -> Error:
     msg = str(e)
     m = re.search(r"Column '([^']+)' could not be resolved", msg)
     if m:

@@ -9,9 +9,11 @@ conflict.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sqlglot import exp
 
-from mzflow.catalog import normalize, sizes
+from mzflow.catalog import intervals, normalize, sizes
 from mzflow.catalog.bind import bind, output_name, type_name
 from mzflow.catalog.model import (
     INDEX,
@@ -90,12 +92,16 @@ def alter_cluster(store: Store, stmt: ast.AlterCluster) -> Notices:
 # -- relations -------------------------------------------------------------------
 
 
-def _column_def(col: exp.ColumnDef) -> Column:
+def _column_def(col: exp.ColumnDef, table: str) -> Column:
     nullable = True
     for constraint in col.constraints:
         kind = constraint.args.get("kind")
         if isinstance(kind, exp.NotNullColumnConstraint):
             nullable = bool(kind.args.get("allow_null"))
+        elif isinstance(kind, ast.VersionAdded):
+            raise InvalidDefinition(f'invalid table definition for "{table}"',
+                                    detail="VERSION ADDED appears only in statements the "
+                                           "catalog generates for ALTER TABLE … ADD COLUMN")
         else:
             raise Unsupported(f"column constraint {normalize.sql(constraint)} is not supported")
     dtype = col.args.get("kind")
@@ -114,12 +120,30 @@ def _new_item(w: Writer, **fields: object) -> Item:
                 oid=w.next_id("oid"), **fields)  # type: ignore[arg-type]
 
 
-def create_table(store: Store, stmt: exp.Create) -> Notices:
+CreateShard = Callable[[Item, int], None]
+AddToShard = Callable[[Item, Column, int], None]
+
+
+def _retention(options: list[ast.Option]) -> int | None:
+    retain = None
+    for opt in options:
+        value = opt.args.get("value")
+        if opt.name == "RETAIN HISTORY" and isinstance(value, exp.Literal) and value.is_string:
+            retain = intervals.to_ms(value.name)
+        else:
+            raise InvalidOption(f'unexpected option "{opt.name}"',
+                                hint="valid: RETAIN HISTORY FOR '<interval>'")
+    return retain
+
+
+def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard) -> Notices:
+    """Record the table and create its shard in one transaction; the shard gets the
+    CREATE's timestamp as its version 0."""
     schema = stmt.this
-    if not isinstance(schema, exp.Schema):
-        raise InvalidDefinition("CREATE TABLE needs a column list")
     name = schema.this.name
-    columns = tuple(_column_def(c) for c in schema.expressions if isinstance(c, exp.ColumnDef))
+    columns = tuple(_column_def(c, name) for c in schema.expressions
+                    if isinstance(c, exp.ColumnDef))
+    retain = _retention(stmt.args.get("options") or [])
     seen: set[str] = set()
     for col in columns:
         if col.name in seen:
@@ -130,8 +154,44 @@ def create_table(store: Store, stmt: exp.Create) -> Notices:
             if stmt.args.get("exists"):
                 return [f"table \"{name}\" already exists, skipping"]
             _check_new_name(w.snapshot, name)
-        w.insert_item(_new_item(w, name=name, kind=TABLE, columns=columns,
-                                create_sql=normalize.create_table_sql(name, columns)))
+        ts = w.allocate_ts()
+        item = _new_item(w, name=name, kind=TABLE, columns=columns, created_ts=ts,
+                         retain_history_ms=retain,
+                         create_sql=normalize.create_table_sql(name, columns))
+        w.insert_item(item)
+        create_shard(item, ts)
+        w.committed(ts)
+    return []
+
+
+def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notices:
+    """ALTER TABLE … ADD COLUMN: a new version of the same item (same shard, new GlobalId)."""
+    actions = stmt.args.get("actions") or []
+    if len(actions) != 1 or not isinstance(actions[0], exp.ColumnDef):
+        raise Unsupported("ALTER TABLE supports only ADD COLUMN")
+    col_def = actions[0]
+    with store.write() as w:
+        item = w.snapshot.resolve(stmt.this.name)
+        if item.kind != TABLE:
+            raise WrongObjectType(f"{item.qualified_name} is not a table")
+        if any(c.name == col_def.name for c in item.columns):
+            if col_def.args.get("exists"):
+                return [f'column "{col_def.name}" of relation "{item.name}" already exists, '
+                        "skipping"]
+            raise DuplicateObject(
+                f'column "{col_def.name}" of relation "{item.name}" already exists')
+        column = _column_def(col_def, item.name)
+        if not column.nullable:
+            raise InvalidDefinition("added columns must be nullable",
+                                    detail="rows written before the column existed read it "
+                                           "as NULL")
+        version = item.version + 1
+        column = Column(column.name, column.type, True, version_added=version)
+        ts = w.allocate_ts()
+        create_sql = normalize.create_table_sql(item.name, item.columns + (column,))
+        w.add_column(item, column, f"u{w.next_id('global')}", create_sql)
+        add_to_shard(item, column, ts)
+        w.committed(ts)
     return []
 
 
@@ -158,19 +218,22 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
             if not stmt.args.get("replace") or existing.kind != kind:
                 _check_new_name(snap, name)
         bound = bind(snap, stmt.args["query"])
+        if existing is not None and existing.id in bound.depends_on:
+            # OR REPLACE of a view that its own new definition reads (Materialize's wording).
+            raise InvalidDefinition(f"cannot replace {word} {existing.qualified_name}: depended "
+                                    f"upon by new {existing.qualified_name} definition")
         if materialized and bound.system_tables:
             raise Unsupported("materialized views over system catalog tables are not supported")
         qualified = normalize.qualified(name).sql(dialect=normalize.DIALECT)
         columns = _rename_columns(bound.columns, stmt.args.get("columns"), word, qualified)
-        user_names = {snap.item(d).name for d in bound.depends_on}
-        definition = normalize.sql(normalize.qualify_relations(stmt.args["query"], user_names))
+        definition = normalize.sql(normalize.qualify_relations(stmt.args["query"], snap))
         col_sql = ""
         if stmt.args.get("columns"):
             col_sql = f" ({', '.join(normalize.quoted(c.name) for c in columns)})"
         cluster_sql = f" IN CLUSTER {normalize.quoted(cluster.name)}" if cluster else ""
         create_sql = (f"CREATE {word.upper()} {qualified}{col_sql}{cluster_sql} AS {definition}")
         if existing is not None:
-            _drop(w, [existing], cascade=False, replacing=True)
+            _drop(w, [existing], cascade=False)
         # A materialized view belongs to a cluster through its default index only, so
         # the item itself records no cluster (dropping the index releases the cluster).
         item = _new_item(w, name=name, kind=kind, columns=columns, definition=definition,
@@ -301,7 +364,12 @@ _DROP_KIND = {"TABLE": TABLE, "VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VI
               "INDEX": INDEX, "SINK": SINK}
 
 
-def drop(store: Store, stmt: ast.DropObjects) -> Notices:
+Dropped = Callable[[list[Item]], None]
+
+
+def drop(store: Store, stmt: ast.DropObjects, on_dropped: Dropped | None = None) -> Notices:
+    """Drop the named objects; ``on_dropped`` gets every item removed, after the commit
+    (their storage goes after the catalog no longer names it, never before)."""
     kind_sql = stmt.args["kind"]
     cascade = bool(stmt.args.get("cascade"))
     notices: Notices = []
@@ -329,7 +397,7 @@ _DROP_KIND_WORD = {TABLE: "table", VIEW: "view", MATERIALIZED_VIEW: "materialize
                    INDEX: "index", SINK: "sink"}
 
 
-def _drop(w: Writer, targets: list[Item], *, cascade: bool, replacing: bool = False) -> None:
+def _drop(w: Writer, targets: list[Item], *, cascade: bool) -> None:
     """Drop ``targets`` with their indexes, and with every dependent if ``cascade``."""
     snap = w.snapshot
     doomed: dict[str, Item] = {}
@@ -349,11 +417,9 @@ def _drop(w: Writer, targets: list[Item], *, cascade: bool, replacing: bool = Fa
                     f"cannot drop {item.qualified_name}: still depended upon by catalog item "
                     f"'{dep.qualified_name}'")
     # Dependents before what they depend on.
-    order = _dependents_first(list(doomed.values()))
-    for item in order:
+    for item in _dependents_first(list(doomed.values())):
         w.delete_item(item.id)
-    if replacing:
-        return
+        w.dropped.append(item)
 
 
 def _dependents_first(items: list[Item]) -> list[Item]:
@@ -396,6 +462,36 @@ def _drop_cluster(w: Writer, name: str, if_exists: bool, cascade: bool) -> Notic
     if members:
         _drop(w, members + mat_views, cascade=True)
     w.delete_cluster(cluster.id)
+    return []
+
+
+# -- comments ------------------------------------------------------------------
+
+_COMMENT_KINDS = {"TABLE": TABLE, "VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW,
+                  "INDEX": INDEX, "SINK": SINK}
+
+
+def comment(store: Store, stmt: exp.Comment) -> Notices:
+    """COMMENT ON {TABLE|VIEW|MATERIALIZED VIEW|INDEX|SINK|COLUMN} … IS '…'."""
+    kind = str(stmt.args.get("kind") or "").upper()
+    value = stmt.args.get("expression")
+    text = None if isinstance(value, exp.Null) else value.name
+    with store.write() as w:
+        if kind == "COLUMN":
+            column = stmt.this
+            item = w.snapshot.resolve(column.table)
+            names = [c.name for c in item.columns]
+            if column.name not in names:
+                raise UnknownObject(f'column "{column.name}" of relation "{item.name}" '
+                                    "does not exist")
+            w.set_comment(item.id, names.index(column.name) + 1, text)
+        elif kind in _COMMENT_KINDS:
+            item = w.snapshot.resolve(stmt.this.name)
+            if item.kind != _COMMENT_KINDS[kind]:
+                raise WrongObjectType(f"{item.qualified_name} is not a {kind.lower()}")
+            w.set_comment(item.id, 0, text)
+        else:
+            raise Unsupported(f"COMMENT ON {kind} is not supported")
     return []
 
 

@@ -49,6 +49,10 @@ items = sa.Table(
     sa.Column("cluster_id", sa.Integer, sa.ForeignKey("clusters.id")),
     sa.Column("on_id", sa.String(32), sa.ForeignKey("items.id")),
     sa.Column("is_default_index", sa.Boolean, nullable=False, default=False),
+    # v2
+    sa.Column("created_ts", sa.BigInteger),
+    sa.Column("retain_history_ms", sa.BigInteger),
+    sa.Column("since_ts", sa.BigInteger),  # compaction has been applied up to here
     sa.UniqueConstraint("database_name", "schema_name", "name"),
 )
 collection_ids = sa.Table(
@@ -78,6 +82,12 @@ dependencies = sa.Table(
     sa.Column("item_id", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
     sa.Column("depends_on", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
 )
+comments = sa.Table(
+    "comments", metadata,
+    sa.Column("item_id", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
+    sa.Column("sub", sa.Integer, primary_key=True),  # column position; 0 = the object itself
+    sa.Column("comment", sa.Text, nullable=False),
+)
 settings = sa.Table(
     "settings", metadata,
     sa.Column("name", sa.String(255), primary_key=True),
@@ -86,7 +96,12 @@ settings = sa.Table(
 
 
 def _v1_initial(conn: Connection) -> None:
-    for table in (meta, clusters, items, collection_ids, columns, index_keys, dependencies,
+    # The v1 shape of `items`, frozen here: the module-level table has grown since.
+    v1_items = sa.Table("items", sa.MetaData(), *[
+        c._copy() for c in items.columns
+        if c.name not in ("created_ts", "retain_history_ms", "since_ts")],
+        sa.UniqueConstraint("database_name", "schema_name", "name"))
+    for table in (meta, clusters, v1_items, collection_ids, columns, index_keys, dependencies,
                   settings):
         table.create(conn)
     conn.execute(meta.insert(), [
@@ -101,8 +116,21 @@ def _v1_initial(conn: Connection) -> None:
     conn.execute(clusters.insert().values(id=1, name="default", virtual=False, size=None))
 
 
+def _v2_time(conn: Connection) -> None:
+    """Timestamps and frontiers: the oracle, per-item creation time and retention."""
+    conn.execute(meta.insert(), [
+        {"key": "oracle_ts", "value": "0"},  # last timestamp handed to a writer
+        {"key": "read_ts", "value": "0"},  # last timestamp whose writes are all committed
+        {"key": "next_rowid_id", "value": "1"},
+    ])
+    for column in ("created_ts", "retain_history_ms", "since_ts"):
+        conn.execute(sa.text(f"ALTER TABLE items ADD COLUMN {column} BIGINT"))
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "initial catalog", _v1_initial),
+    (2, "timestamps and frontiers", _v2_time),
+    (3, "comments", lambda conn: comments.create(conn)),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -26,6 +26,9 @@ KIND_WORDS = {
 }
 RELATION_KINDS = (TABLE, VIEW, MATERIALIZED_VIEW)
 
+# Every table row's hidden identity: UPDATE and DELETE find rows by it.
+ROWID = "_mz_rowid"
+
 
 @dataclass(frozen=True)
 class Cluster:
@@ -76,6 +79,19 @@ class Item:
     depends_on: tuple[str, ...] = ()  # item ids this one reads
     is_default_index: bool = False
     oid: int = 0
+    created_ts: int | None = None  # the oracle time of the CREATE
+    retain_history_ms: int | None = None  # None: the catalog default
+    since_ts: int | None = None  # compaction applied up to here
+
+    @property
+    def version(self) -> int:
+        """A table's current version: 0, plus one per ADD COLUMN."""
+        added = [c.version_added for c in self.columns if c.version_added is not None]
+        return max(added, default=0)
+
+    def columns_at(self, version: int) -> tuple[Column, ...]:
+        return tuple(c for c in self.columns
+                     if c.version_added is None or c.version_added <= version)
 
     def __post_init__(self) -> None:
         if self.kind not in KIND_WORDS:
@@ -102,6 +118,11 @@ class Snapshot:
     settings: dict[str, str] = field(default_factory=dict)
     collection_ids: tuple[tuple[str, str, int], ...] = ()  # (item id, global id, version)
     installation_id: str = ""
+    read_ts: int = 0  # every write at or before this time is committed
+    comments: tuple[tuple[str, int, str], ...] = ()  # (item id, column position or 0, text)
+
+    def comment(self, item_id: str, sub: int) -> str | None:
+        return next((c for i, s, c in self.comments if i == item_id and s == sub), None)
 
     def cluster_by_name(self, name: str) -> Cluster:
         for c in self.clusters:

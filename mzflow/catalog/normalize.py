@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mzflow.catalog.model import DATABASE, SCHEMA, Column
+from mzflow.catalog.model import DATABASE, RELATION_KINDS, SCHEMA, TABLE, Column, Item, Snapshot
+from mzflow.sql.ast import VersionedTable
 from mzflow.sql.parse import DIALECT
 
 # Materialize prints column types by their pg_catalog names in SHOW CREATE TABLE.
@@ -44,18 +45,47 @@ def quoted(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect=DIALECT)
 
 
-def qualify_relations(query: exp.Query, user_relations: set[str]) -> exp.Query:
-    """Copy of ``query`` with each user relation written fully qualified."""
+def qualify_relations(query: exp.Query, snap: Snapshot) -> exp.Query:
+    """Copy of ``query`` with each user relation written fully qualified, and each
+    table pinned to a version: ``[u1 AS "materialize"."public"."t" VERSION 0]``, the
+    version named in the query or else the table's newest. A view keeps reading the
+    columns it was created with after the table gains new ones."""
     query = query.copy()
     ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     for table in list(query.find_all(exp.Table)):
-        if table.name in user_relations and table.name not in ctes:
-            new = qualified(table.name)
-            alias = table.args.get("alias")
-            if alias is not None:
-                new.set("alias", alias)
-            table.replace(new)
+        if table.name in ctes and not isinstance(table, VersionedTable):
+            continue
+        if isinstance(table, VersionedTable):
+            item: Item | None = snap.item(table.args["item_id"].name)
+        else:
+            item = snap.find(table.name) if table.db in ("", SCHEMA) else None
+        if item is None or item.kind not in RELATION_KINDS:
+            continue
+        new: exp.Table = qualified(item.name)
+        if item.kind == TABLE:
+            version = (int(table.args["version"].name) if isinstance(table, VersionedTable)
+                       else item.version)
+            new = VersionedTable(**new.args, item_id=exp.to_identifier(item.id),
+                                 version=exp.Literal.number(version))
+        alias = table.args.get("alias")
+        if alias is not None:
+            new.set("alias", alias)
+        table.replace(new)
     return query
+
+
+def humanize(sql_text: str) -> str:
+    """Stored SQL as users read it: version pins shown as plain qualified names."""
+    from mzflow.sql.parse import parse_one
+
+    if "[" not in sql_text:
+        return sql_text
+    tree = parse_one(sql_text)
+    for table in list(tree.find_all(VersionedTable)):
+        plain = exp.Table(**{k: v for k, v in table.args.items()
+                             if k in ("this", "db", "catalog", "alias")})
+        table.replace(plain)
+    return sql(tree)
 
 
 def sql(node: exp.Expr) -> str:

@@ -10,6 +10,7 @@ tiny query per statement.
 from __future__ import annotations
 
 from collections.abc import Iterator
+import dataclasses
 from contextlib import contextmanager
 from typing import Any
 
@@ -44,9 +45,22 @@ class Store:
                 # commit between them (an item without its columns). One snapshot for all.
                 conn.execution_options(isolation_level="REPEATABLE READ")
             version = _catalog_version(conn)
+            read_ts = _meta_int(conn, "read_ts")
             if self._snapshot is None or self._snapshot.version != version:
                 self._snapshot = _load(conn, version)
+            if self._snapshot.read_ts != read_ts:
+                self._snapshot = dataclasses.replace(self._snapshot, read_ts=read_ts)
         return self._snapshot
+
+    def advance_read_ts(self, ts: int) -> int:
+        """Declare every time up to ``ts`` complete. Taking the write lock first means no
+        write with an earlier timestamp can still be in flight."""
+        with migrations.begin_write(self.engine) as conn:
+            current = _meta_int(conn, "read_ts")
+            if ts > current:
+                _set_meta(conn, "read_ts", ts)
+                _set_meta(conn, "oracle_ts", max(ts, _meta_int(conn, "oracle_ts")))
+            return max(ts, current)
 
     # -- writes ----------------------------------------------------------------
 
@@ -73,6 +87,39 @@ class Writer:
         self.conn = conn
         self.snapshot = snapshot
         self.dirty = False
+        self.dropped: list[Item] = []  # items deleted in this transaction
+
+    def allocate_ts(self) -> int:
+        """The next write timestamp: wall-clock milliseconds, never going backwards."""
+        ts = max(now_ms(), _meta_int(self.conn, "oracle_ts") + 1)
+        _set_meta(self.conn, "oracle_ts", ts)
+        return ts
+
+    def committed(self, ts: int) -> None:
+        """The write at ``ts`` is durable: reads may now pick ``ts``."""
+        _set_meta(self.conn, "read_ts", ts)
+
+    def allocate_rowids(self, n: int) -> int:
+        """First of ``n`` fresh row ids."""
+        first = _meta_int(self.conn, "next_rowid_id")
+        _set_meta(self.conn, "next_rowid_id", first + n)
+        return first
+
+    def set_since(self, item_id: str, since: int) -> None:
+        self.conn.execute(migrations.items.update().where(migrations.items.c.id == item_id)
+                          .values(since_ts=since))
+
+    def add_column(self, item: Item, column: Column, global_id: str, create_sql: str) -> None:
+        self.dirty = True
+        m = migrations
+        position = len(item.columns) + 1
+        self.conn.execute(m.columns.insert().values(
+            item_id=item.id, position=position, name=column.name, type=column.type,
+            nullable=column.nullable, version_added=column.version_added))
+        self.conn.execute(m.collection_ids.insert().values(
+            item_id=item.id, global_id=global_id, version=column.version_added))
+        self.conn.execute(m.items.update().where(m.items.c.id == item.id)
+                          .values(global_id=global_id, create_sql=create_sql))
 
     def next_id(self, counter: str) -> int:
         t = migrations.meta
@@ -105,6 +152,8 @@ class Writer:
             name=item.name, kind=item.kind, create_sql=item.create_sql,
             definition=item.definition, cluster_id=item.cluster_id, on_id=item.on_id,
             global_id=item.global_id, is_default_index=item.is_default_index,
+            created_ts=item.created_ts, retain_history_ms=item.retain_history_ms,
+            since_ts=item.since_ts,
         ))
         self.conn.execute(m.collection_ids.insert().values(
             item_id=item.id, global_id=item.global_id, version=version))
@@ -126,6 +175,7 @@ class Writer:
         self.dirty = True
         m = migrations
         for table, col in (
+            (m.comments, m.comments.c.item_id),
             (m.dependencies, m.dependencies.c.item_id),
             (m.index_keys, m.index_keys.c.index_id),
             (m.columns, m.columns.c.item_id),
@@ -133,6 +183,13 @@ class Writer:
             (m.items, m.items.c.id),
         ):
             self.conn.execute(table.delete().where(col == item_id))
+
+    def set_comment(self, item_id: str, sub: int, text: str | None) -> None:
+        self.dirty = True
+        t = migrations.comments
+        self.conn.execute(t.delete().where((t.c.item_id == item_id) & (t.c.sub == sub)))
+        if text is not None:
+            self.conn.execute(t.insert().values(item_id=item_id, sub=sub, comment=text))
 
     def set_setting(self, name: str, value: str | None) -> None:
         self.dirty = True
@@ -161,6 +218,22 @@ def _make_engine(url: str) -> Engine:
 
         return engine
     return sa.create_engine(url, pool_pre_ping=True)
+
+
+def now_ms() -> int:
+    import pendulum
+
+    return int(pendulum.now("UTC").timestamp() * 1000)
+
+
+def _meta_int(conn: Connection, key: str) -> int:
+    t = migrations.meta
+    return int(conn.execute(sa.select(t.c.value).where(t.c.key == key)).scalar_one())
+
+
+def _set_meta(conn: Connection, key: str, value: int) -> None:
+    t = migrations.meta
+    conn.execute(t.update().where(t.c.key == key).values(value=str(value)))
 
 
 def _catalog_version(conn: Connection) -> int:
@@ -195,7 +268,8 @@ def _load(conn: Connection, version: int) -> Snapshot:
             columns=tuple(columns.get(r.id, ())), definition=r.definition,
             cluster_id=r.cluster_id, on_id=r.on_id, keys=tuple(keys.get(r.id, ())),
             depends_on=tuple(sorted(deps.get(r.id, ()))),
-            is_default_index=bool(r.is_default_index), oid=r.oid,
+            is_default_index=bool(r.is_default_index), oid=r.oid, created_ts=r.created_ts,
+            retain_history_ms=r.retain_history_ms, since_ts=r.since_ts,
         )
         for r in conn.execute(sa.select(m.items).order_by(m.items.c.oid))
     )
@@ -205,7 +279,10 @@ def _load(conn: Connection, version: int) -> Snapshot:
         for r in conn.execute(sa.select(m.collection_ids).order_by(
             m.collection_ids.c.item_id, m.collection_ids.c.version))
     )
+    comments = tuple((r.item_id, r.sub, r.comment) for r in conn.execute(
+        sa.select(m.comments).order_by(m.comments.c.item_id, m.comments.c.sub)))
     installation_id = conn.execute(
         sa.select(m.meta.c.value).where(m.meta.c.key == "installation_id")).scalar_one()
     return Snapshot(version=version, clusters=clusters, items=items, settings=settings,
-                    collection_ids=collection_ids, installation_id=installation_id)
+                    collection_ids=collection_ids, installation_id=installation_id,
+                    read_ts=_meta_int(conn, "read_ts"), comments=comments)

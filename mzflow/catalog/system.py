@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mzflow.catalog import sizes
+from mzflow.catalog import normalize, sizes
 from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
@@ -67,7 +67,7 @@ def materialized_view_cluster(snap: Snapshot, mv: Item) -> int | None:
 
 
 def _definition(item: Item) -> str:
-    return f"{item.definition};" if item.definition else ""
+    return f"{normalize.humanize(item.definition)};" if item.definition else ""
 
 
 def _clusters(snap: Snapshot) -> list[Row]:
@@ -121,6 +121,12 @@ def _collection_rows(snap: Snapshot) -> list[Row]:
     return [(item_id, global_id, version) for item_id, global_id, version in snap.collection_ids]
 
 
+def _comment_rows(snap: Snapshot) -> list[Row]:
+    kinds = {i.id: i.kind for i in snap.items}
+    return [(item_id, kinds.get(item_id), sub or None, text)
+            for item_id, sub, text in snap.comments]
+
+
 TABLES: dict[str, SystemTable] = {
     t.name: t
     for t in (
@@ -147,6 +153,9 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_objects",
                     _cols("id text, oid integer, schema_id text, name text, type text"), (),
                     _object_rows),
+        SystemTable("mz_comments",
+                    _cols("id text, object_type text, object_sub integer null, comment text"),
+                    (), _comment_rows),
         SystemTable("mz_collection_ids", _cols("item_id text, global_id text, version integer"),
                     (), _collection_rows),
     )

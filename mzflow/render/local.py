@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from sqlglot import exp
-from sqlglot.errors import ExecuteError
+from sqlglot.errors import ExecuteError, OptimizeError
 from sqlglot.executor import execute
 
+from mzflow.catalog.bind import bind_error
 from mzflow.errors import Error, Unsupported
 from mzflow.sql.parse import DIALECT
 
@@ -28,6 +29,9 @@ def run(query: exp.Query, tables: Mapping[str, tuple[Sequence[str], Rows]]) -> R
         result = execute(query, tables=data, schema=schema, dialect=DIALECT)
     except ExecuteError as e:
         raise Error(_clean(str(e))) from None
+    except OptimizeError as e:
+        # A name the caller did not bind, such as a column in SHOW … WHERE.
+        raise bind_error(e) from None
     except (NotImplementedError, KeyError) as e:
         raise Unsupported(f"this catalog query is not supported: {e}") from None
     return [tuple(r) for r in result.rows]

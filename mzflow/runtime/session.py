@@ -6,6 +6,7 @@ store, so any number of sessions (processes) may share one home.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,18 +14,19 @@ from typing import Any
 from sqlglot import exp
 
 from mzflow import config
-from mzflow.catalog import ddl, system
-from mzflow.catalog.bind import bind
-from mzflow.catalog.model import TABLE, Snapshot
-from mzflow.catalog.store import Store
+from mzflow.catalog import ddl
+from mzflow.catalog.model import Column, Item, Snapshot
+from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
-from mzflow.plan.inline import inline_views
-from mzflow.render import local
+from mzflow.runtime import reads, tables
 from mzflow.runtime import show as show_mod
+from mzflow.storage.delta import Shard
+from mzflow.storage.types import arrow_schema, parse_type
 from mzflow.sql import ast
 from mzflow.sql.parse import parse
 
 ISOLATION_LEVELS = ("strict serializable", "serializable")
+_WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Copy)
 
 
 @dataclass
@@ -72,6 +74,10 @@ class Connection:
         cfg.home.mkdir(parents=True, exist_ok=True)
         self.store = Store(cfg.catalog_url)
         self._vars: dict[str, str] = {}
+        self._key: tables.IdempotencyKey | None = None
+        self.writes = tables.TableWrites(
+            self.store, cfg.warehouse,
+            lambda snap, query, at: reads.read_arrow(snap, query, cfg.warehouse, at))
 
     def close(self) -> None:
         self.store.close()
@@ -84,10 +90,24 @@ class Connection:
 
     # -- public API ------------------------------------------------------------
 
-    def execute(self, sql: str) -> Result:
-        """Run every statement in ``sql``; return the last one's result."""
-        results = self.execute_all(sql)
-        return results[-1] if results else Result(status="EMPTY")
+    def execute(self, sql: str, *, idempotency_key: tuple[str, int] | None = None) -> Result:
+        """Run every statement in ``sql``; return the last one's result.
+
+        ``idempotency_key=(app_id, n)`` makes a single write apply at most once: a retry
+        with the same key (after a crash or a timeout) is skipped with a notice.
+        """
+        if idempotency_key is None:
+            results = self.execute_all(sql)
+            return results[-1] if results else Result(status="EMPTY")
+        statements = parse(sql)
+        if len(statements) != 1 or not isinstance(statements[0], _WRITES):
+            raise Error("an idempotency key applies to exactly one INSERT, UPDATE, DELETE "
+                        "or COPY statement")
+        self._key = idempotency_key
+        try:
+            return self.execute_parsed(statements[0])
+        finally:
+            self._key = None
 
     def execute_all(self, sql: str) -> list[Result]:
         return [self.execute_parsed(stmt) for stmt in parse(sql)]
@@ -114,8 +134,26 @@ class Connection:
     def _alter_cluster(self, stmt: ast.AlterCluster) -> Result:
         return Result(status="ALTER CLUSTER", notices=ddl.alter_cluster(self.store, stmt))
 
-    def _create(self, stmt: exp.Create) -> Result:
-        return Result(status="CREATE TABLE", notices=ddl.create_table(self.store, stmt))
+    def _create_table(self, stmt: ast.CreateTable) -> Result:
+        return Result(status="CREATE TABLE",
+                      notices=ddl.create_table(self.store, stmt, self._create_shard))
+
+    def _shard(self, item: Item) -> Shard:
+        return tables.shard_of(self.config.warehouse, item)
+
+    def _create_shard(self, item: Item, ts: int) -> None:
+        shard = self._shard(item)
+        if shard.path.exists():
+            # Left by a CREATE that died before its catalog transaction committed:
+            # the catalog never named it, so nothing can read it.
+            shutil.rmtree(shard.path)
+        shard.create(arrow_schema([(c.name, c.type, c.nullable) for c in item.columns]), ts)
+
+    def _drop_storage(self, items: list[Item]) -> None:
+        for item in items:
+            path = self._shard(item).path
+            if path.exists():
+                shutil.rmtree(path, ignore_errors=True)
 
     def _create_view(self, stmt: ast.CreateView) -> Result:
         notices = ddl.create_view(self.store, stmt, self.variable("cluster"))
@@ -131,10 +169,32 @@ class Connection:
                       notices=ddl.create_sink(self.store, stmt, self.variable("cluster")))
 
     def _drop(self, stmt: ast.DropObjects) -> Result:
-        return Result(status=f"DROP {stmt.args['kind']}", notices=ddl.drop(self.store, stmt))
+        return Result(status=f"DROP {stmt.args['kind']}",
+                      notices=ddl.drop(self.store, stmt, self._drop_storage))
 
     def _alter_table(self, stmt: exp.Alter) -> Result:
-        raise Unsupported("ALTER TABLE arrives with Delta-backed tables")
+        def add(item: Item, column: Column, ts: int) -> None:
+            self._shard(item).add_column(column.name, parse_type(column.type).arrow, ts)
+
+        return Result(status="ALTER TABLE", notices=ddl.add_column(self.store, stmt, add))
+
+    def _comment(self, stmt: exp.Comment) -> Result:
+        return Result(status="COMMENT", notices=ddl.comment(self.store, stmt))
+
+    def _write(self, result: tables.WriteResult) -> Result:
+        return Result(status=result.status, notices=list(result.notices))
+
+    def _insert(self, stmt: exp.Insert) -> Result:
+        return self._write(self.writes.insert(stmt, self._key))
+
+    def _update(self, stmt: exp.Update) -> Result:
+        return self._write(self.writes.update(stmt, self._key))
+
+    def _delete(self, stmt: exp.Delete) -> Result:
+        return self._write(self.writes.delete(stmt, self._key))
+
+    def _copy(self, stmt: exp.Copy) -> Result:
+        return self._write(self.writes.copy(stmt, self._key))
 
     def _set(self, stmt: ast.SetVariable) -> Result:
         name = stmt.this.name.lower()
@@ -170,25 +230,33 @@ class Connection:
         columns, rows = show_mod.show(self.store.snapshot(), stmt)
         return Result(columns, rows, status="SHOW")
 
-    def _select(self, stmt: exp.Query) -> Result:
+    def _select(self, stmt: exp.Query, at: int | None = None) -> Result:
         snap = self.store.snapshot()
         stmt = _replace_functions(stmt, snap)
-        bound = bind(snap, stmt)
-        if bound.depends_on:
+        p = reads.plan(snap, stmt)
+        if p.bound.depends_on:
             # Reading user objects needs a cluster to run in (the cluster design).
             snap.cluster_by_name(self.variable("cluster"))
-        query = inline_views(snap, bound.query)
-        tables: dict[str, tuple[list[str], local.Rows]] = {}
-        for table in query.find_all(exp.Table):
-            sys_table = system.lookup(table.name)
-            if sys_table is not None:
-                tables[table.name] = ([c.name for c in sys_table.all_columns],
-                                      sys_table.rows(snap))
-            elif (item := snap.find(table.name)) is not None and item.kind == TABLE:
-                raise Unsupported(f"reading table {item.qualified_name} needs the Delta storage "
-                                  "layer, which is not built yet")
-        rows = local.run(query, tables)
-        return Result([c.name for c in bound.columns], rows, status=f"SELECT {len(rows)}")
+        if not p.needs_spark:
+            rows = reads.run_local(snap, p)
+        else:
+            if at is None:
+                at = snap.read_ts
+            elif at > snap.read_ts:
+                snap = self._advance_to(at)
+            rows = reads.run_spark(snap, p, self.config.warehouse, at)
+        return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}")
+
+    def _advance_to(self, at: int) -> Snapshot:
+        now = now_ms()
+        if at > now:
+            raise reads.InvalidTimestamp(
+                f"Timestamp ({at}) is not yet available: it is {at - now} ms in the future")
+        self.store.advance_read_ts(at)
+        return self.store.snapshot()
+
+    def _as_of(self, stmt: ast.AsOf) -> Result:
+        return self._select(stmt.this, at=reads.as_of_value(stmt.args["at"]))
 
 
 def _replace_functions(query: exp.Query, snap: Snapshot) -> exp.Query:
@@ -211,7 +279,13 @@ def _replace_functions(query: exp.Query, snap: Snapshot) -> exp.Query:
 _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     ast.CreateCluster: Connection._create_cluster,
     ast.AlterCluster: Connection._alter_cluster,
-    exp.Create: Connection._create,
+    ast.CreateTable: Connection._create_table,
+    exp.Insert: Connection._insert,
+    exp.Update: Connection._update,
+    exp.Delete: Connection._delete,
+    exp.Copy: Connection._copy,
+    exp.Comment: Connection._comment,
+    ast.AsOf: Connection._as_of,
     ast.CreateView: Connection._create_view,
     ast.CreateIndex: Connection._create_index,
     ast.CreateSink: Connection._create_sink,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mzflow.catalog import system
+from mzflow.catalog import normalize, system
 from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
@@ -47,7 +47,8 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     elif kind == "COLUMNS":
         rel = _relation(snap, stmt.args["on"].name)
         columns = ["name", "nullable", "type", "comment"]
-        rows = [(c.name, c.nullable, c.type, "") for c in rel.columns]
+        rows = [(c.name, c.nullable, c.type, snap.comment(rel.id, pos) or "")
+                for pos, c in enumerate(rel.columns, start=1)]
     else:
         columns, rows = _show_list(snap, kind, stmt)
     return columns, _filter(columns, rows, stmt)
@@ -129,7 +130,8 @@ def _show_create(snap: Snapshot, kind_sql: str, name: str) -> tuple[list[str], R
             f"{item.qualified_name} is not a {word}",
             hint=f"Use SHOW CREATE {item.kind_word.upper()} to show a {item.kind_word}.")
     title = kind_sql.title()
-    return [title, f"Create {title}"], [(item.qualified_name, item.create_sql)]
+    return [title, f"Create {title}"], [(item.qualified_name,
+                                         normalize.humanize(item.create_sql))]
 
 
 def _filter(columns: list[str], rows: Rows, stmt: ast.Show) -> Rows:

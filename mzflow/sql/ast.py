@@ -99,7 +99,32 @@ class ResetVariable(exp.Expression):
     arg_types = {"this": True, "system": False}
 
 
+class CreateTable(exp.Expression):
+    # this: an exp.Schema (the name and its column definitions)
+    arg_types = {"this": True, "exists": False, "options": False}
+
+
+class VersionAdded(exp.Expression, exp.ColumnConstraintKind):
+    """``VERSION ADDED n``: only ever in stored create_sql, never accepted from users."""
+
+    arg_types = {"this": True}
+
+
+class VersionedTable(exp.Table):
+    """``[u1 AS "materialize"."public"."t" VERSION 0]``: a table pinned to one version."""
+
+    arg_types = {**exp.Table.arg_types, "item_id": True, "version": True}
+
+
+class AsOf(exp.Expression):
+    """``<query> AS OF [AT LEAST] <time>``."""
+
+    arg_types = {"this": True, "at": True, "at_least": False}
+
+
 MZ_NODES = (
+    CreateTable,
+    AsOf,
     CreateCluster,
     AlterCluster,
     CreateIndex,

@@ -57,6 +57,57 @@ class MzParser(MaterializeParser):
         TokenType.ALTER: lambda self: self._parse_mz_alter(),
     }
 
+    CONSTRAINT_PARSERS = {
+        **MaterializeParser.CONSTRAINT_PARSERS,
+        "VERSION": lambda self: self._parse_version_added(),
+    }
+
+    def _parse_version_added(self) -> ast.VersionAdded:
+        if not self._match_text_seq("ADDED"):
+            self.raise_error("Expected ADDED after VERSION")
+        number = self._parse_number()
+        if number is None:
+            self.raise_error("Expected a version number")
+        return self.expression(ast.VersionAdded(this=number))
+
+    def _as_of_follows(self) -> bool:
+        return bool(self._curr and self._curr.token_type == TokenType.ALIAS and self._next
+                    and self._next.text.upper() == "OF")
+
+    def _parse_table_alias(self, alias_tokens: Any = None) -> exp.TableAlias | None:
+        if self._as_of_follows():
+            return None
+        return super()._parse_table_alias(alias_tokens)
+
+    def _parse_alias(self, this: exp.Expr | None, explicit: bool = False) -> exp.Expr | None:
+        if self._as_of_follows():
+            return this
+        return super()._parse_alias(this, explicit)
+
+    def _parse_table_parts(self, *args: Any, **kwargs: Any) -> Any:
+        if self._curr and self._curr.token_type == TokenType.L_BRACKET:
+            return self._parse_versioned_table()
+        return super()._parse_table_parts(*args, **kwargs)
+
+    def _parse_versioned_table(self) -> ast.VersionedTable:
+        self._advance()  # [
+        item_id = self._expect_name("catalog item id")
+        if not self._match(TokenType.ALIAS):
+            self.raise_error("Expected AS")
+        name = super()._parse_table_parts(schema=True)
+        if not self._match_text_seq("VERSION"):
+            self.raise_error("Expected VERSION")
+        version = self._parse_number()
+        if version is None:
+            self.raise_error("Expected a version number")
+        if not self._match(TokenType.R_BRACKET):
+            self.raise_error("Expected ]")
+        table = ast.VersionedTable(**name.args, item_id=item_id, version=version)
+        alias = super()._parse_table_alias()
+        if alias is not None:
+            table.set("alias", alias)
+        return self.expression(table)
+
     def _parse_statement(self) -> exp.Expr | None:
         if self._curr and self._curr.text.upper() == "RESET":
             self._advance()
@@ -68,7 +119,15 @@ class MzParser(MaterializeParser):
         ):
             # sqlglot would swallow the rest as an opaque Command; we never accept that.
             self.raise_error(f"{self._curr.text.upper()} is not supported")
-        return super()._parse_statement()
+        stmt = super()._parse_statement()
+        if isinstance(stmt, exp.Query) and self._as_of_follows():
+            self._advance(2)
+            at_least = self._match_text_seq("AT", "LEAST")
+            at = self._parse_assignment()
+            if at is None:
+                self.raise_error("Expected a timestamp after AS OF")
+            return self.expression(ast.AsOf(this=stmt, at=at, at_least=at_least))
+        return stmt
 
     def raise_error(self, message: str, token: Any = None) -> None:
         # sqlglot reports the column where a token ends; people expect where it starts.
@@ -153,11 +212,14 @@ class MzParser(MaterializeParser):
         if not name_parts:
             self.raise_error("Expected an option name")
         value: exp.Expr | None = None
+        if name_parts[-1] == "FOR" and len(name_parts) > 1:
+            name_parts.pop()  # RETAIN HISTORY FOR '1h' is RETAIN HISTORY = FOR '1h'
         has_value = self._match(TokenType.EQ) or (
             self._curr is not None
             and self._curr.token_type in (TokenType.STRING, TokenType.NUMBER, TokenType.L_PAREN)
         )
         if has_value:
+            self._match(TokenType.FOR)
             value = self._parse_option_value()
         return self.expression(ast.Option(this=" ".join(name_parts), value=value))
 
@@ -193,12 +255,20 @@ class MzParser(MaterializeParser):
             return self._parse_create_view(replace=replace, materialized=materialized)
         if materialized:
             self.raise_error("Expected VIEW after MATERIALIZED")
+        if self._match(TokenType.TABLE):
+            return self._parse_create_table()
         self._retreat(index)
-        create = self._parse_create()
-        if isinstance(create, exp.Command) or create.args.get("kind") != "TABLE":
-            self._retreat(index)
-            self.raise_error("Expected CLUSTER, INDEX, SINK, TABLE, VIEW or MATERIALIZED VIEW")
-        return create
+        self.raise_error("Expected CLUSTER, INDEX, SINK, TABLE, VIEW or MATERIALIZED VIEW")
+        raise AssertionError("unreachable")
+
+    def _parse_create_table(self) -> ast.CreateTable:
+        exists = self._parse_exists(not_=True)
+        name = self._expect_object("table name")
+        schema = self._parse_schema(this=name)
+        if not isinstance(schema, exp.Schema):
+            self.raise_error("Expected a column list")
+        options = self._parse_options() if self._match(TokenType.WITH, advance=False) else []
+        return self.expression(ast.CreateTable(this=schema, exists=exists, options=options))
 
     def _parse_create_index(self, *, default: bool) -> ast.CreateIndex:
         exists = self._parse_exists(not_=True)
@@ -414,6 +484,25 @@ class MzGenerator(MaterializeGenerator):
                 f"{self.sql(e.args['path'])}{self._options(e)}")
 
 
+    def createtable_sql(self, e: ast.CreateTable) -> str:
+        exists = " IF NOT EXISTS" if e.args.get("exists") else ""
+        return f"CREATE TABLE{exists} {self.sql(e.this)}{self._options(e)}"
+
+    def versionadded_sql(self, e: ast.VersionAdded) -> str:
+        return f"VERSION ADDED {self.sql(e.this)}"
+
+    def versionedtable_sql(self, e: ast.VersionedTable) -> str:
+        name = exp.Table(**{k: v for k, v in e.args.items()
+                            if k in ("this", "db", "catalog")})
+        alias = e.args.get("alias")
+        alias_sql = f" AS {self.sql(alias)}" if alias else ""
+        return (f"[{self.sql(e.args['item_id'])} AS {self.sql(name)} VERSION "
+                f"{self.sql(e.args['version'])}]{alias_sql}")
+
+    def asof_sql(self, e: ast.AsOf) -> str:
+        least = " AT LEAST" if e.args.get("at_least") else ""
+        return f"{self.sql(e.this)} AS OF{least} {self.sql(e.args['at'])}"
+
     def dropobjects_sql(self, e: ast.DropObjects) -> str:
         exists = " IF EXISTS" if e.args.get("exists") else ""
         cascade = " CASCADE" if e.args.get("cascade") else ""
@@ -454,6 +543,10 @@ class MzGenerator(MaterializeGenerator):
     TRANSFORMS = {
         **MaterializeGenerator.TRANSFORMS,
         ast.Option: option_sql,
+        ast.CreateTable: createtable_sql,
+        ast.VersionAdded: versionadded_sql,
+        ast.VersionedTable: versionedtable_sql,
+        ast.AsOf: asof_sql,
         ast.CreateCluster: createcluster_sql,
         ast.AlterCluster: altercluster_sql,
         ast.CreateIndex: createindex_sql,

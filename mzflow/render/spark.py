@@ -1,0 +1,162 @@
+"""Run bound queries on Spark: one session per process, started on first use.
+
+Each relation a query reads is a Delta version handed over as its exact file
+list plus the schema the query may see; Spark reads those Parquet files
+directly (the delta-spark jars are not available, see DESIGN.md §3), so files
+written before an ADD COLUMN read the new column as NULL. sqlglot transpiles
+the query to Spark SQL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlglot import exp
+
+from mzflow.errors import Error
+
+_LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
+_lock = threading.Lock()
+_session: Any = None
+_names = itertools.count()
+
+
+class EvaluationError(Error):
+    """A row whose evaluation failed (division by zero, a bad cast), as Materialize says it."""
+
+    code = "22000"  # data_exception
+
+
+@dataclass(frozen=True)
+class Relation:
+    """What Spark reads for one table reference."""
+
+    files: tuple[str, ...]
+    schema_ddl: str  # every column in the files' current schema
+    columns: tuple[str, ...]  # what the query may see, in order (a version's columns)
+
+
+def session(master: str | None = None) -> Any:
+    """The process's SparkSession; the first call starts the JVM (several seconds)."""
+    global _session
+    with _lock:
+        if _session is None:
+            os.environ.setdefault("PYSPARK_PYTHON", _python())
+            # One machine by default: skip the hostname lookup and its warning.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            from pyspark.sql import SparkSession
+
+            builder = (
+                SparkSession.builder.appName("mzflow")
+                .master(master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]"))
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.sql.session.timeZone", "UTC")
+                .config("spark.sql.shuffle.partitions", "4")
+                .config("spark.sql.ansi.enabled", "true")
+                .config("spark.driver.extraJavaOptions",
+                        f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
+            )
+            # pyspark logs every failed query's JVM stack on this logger; the user gets
+            # the same failure as an mzflow error instead.
+            logging.getLogger("SQLQueryContextLogger").disabled = True
+            _session = builder.getOrCreate()
+            _session.sparkContext.setLogLevel("OFF")
+        return _session
+
+
+def started() -> bool:
+    return _session is not None
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+@contextmanager
+def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
+    """Register each relation as a uniquely named temp view; drop them afterwards."""
+    spark = session()
+    names: dict[str, str] = {}
+    try:
+        for ref, rel in relations.items():
+            view = f"mz_rel_{next(_names)}"
+            if rel.files:
+                df = spark.read.schema(rel.schema_ddl).parquet(*rel.files)
+            else:
+                df = spark.createDataFrame([], rel.schema_ddl)
+            df.select(*[f"`{c}`" for c in rel.columns]).createOrReplaceTempView(view)
+            names[ref] = view
+        yield names
+    finally:
+        for view in names.values():
+            spark.catalog.dropTempView(view)
+
+
+def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
+    query = query.copy()
+    for table in query.find_all(exp.Table):
+        if table.name in views and not table.db:
+            alias = table.alias_or_name
+            table.set("this", exp.to_identifier(views[table.name]))
+            if not table.args.get("alias"):
+                table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    return query.sql(dialect="spark")
+
+
+def run(query: exp.Query, relations: Mapping[str, Relation]) -> list[tuple[Any, ...]]:
+    with registered(relations) as views:
+        sql = to_spark_sql(query, views)
+        try:
+            rows = session().sql(sql).collect()
+        except Exception as e:  # pyspark's errors all derive from Exception
+            raise translate_error(e) from None
+    return [tuple(_value(v) for v in row) for row in rows]
+
+
+def dataframe(query: exp.Query, views: Mapping[str, str]) -> Any:
+    return session().sql(to_spark_sql(query, views))
+
+
+def _value(v: Any) -> Any:
+    return bytes(v) if isinstance(v, bytearray) else v
+
+
+def as_utc(v: Any) -> Any:
+    """PySpark hands TIMESTAMP (with time zone) back as a naive datetime in the Python
+    process's local zone; make it an aware UTC datetime, as PostgreSQL clients expect."""
+    if isinstance(v, dt.datetime) and v.tzinfo is None:
+        return v.astimezone(dt.UTC)
+    return v
+
+
+_ERRORS = (
+    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero"),
+    (r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast to \"(\w+)\"",
+     'Evaluation error: invalid input syntax for type {1}: "{0}"'),
+    (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW",
+     "Evaluation error: numeric field overflow"),
+)
+
+
+def translate_error(e: Exception) -> Error:
+    """Spark's exception → an mzflow error that reads like Materialize's."""
+    text = str(e)
+    for pattern, message in _ERRORS:
+        m = re.search(pattern, text, flags=re.S)
+        if m:
+            return EvaluationError(message.format(*m.groups()))
+    first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
+    return Error(f"query failed in Spark: {first}")

@@ -1,0 +1,149 @@
+"""Reads: pick one time valid for every input, then run on Spark or in-process.
+
+A SELECT binds against the catalog, inlines its views, and finds the table
+versions it reads. Catalog-only queries run in-process; anything that reads a
+table runs on Spark over the exact files of each table's version at the
+chosen time. The time is the catalog's ``read_ts`` unless the query says
+``AS OF``, and it must lie in every input's ``[since, upper)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from mzflow.catalog import system
+from mzflow.catalog.bind import Bound, bind, pinned
+from mzflow.catalog.model import ROWID, Item, Snapshot
+from mzflow.errors import Error
+from mzflow.plan.inline import inline_views
+from mzflow.render import local
+from mzflow.storage.delta import Shard
+from mzflow.storage.types import spark_ddl
+
+DEFAULT_RETAIN_MS = 3_600_000  # one hour, when neither the object nor the catalog says
+
+
+class InvalidTimestamp(Error):
+    code = "22008"  # datetime_field_overflow: what Materialize reports for bad AS OF times
+
+
+@dataclass(frozen=True)
+class Plan:
+    bound: Bound
+    query: exp.Query  # views inlined, tables renamed to their pin keys
+    tables: tuple[tuple[str, Item, int], ...]  # (pin key, table, version) read
+
+    @property
+    def needs_spark(self) -> bool:
+        return bool(self.tables)
+
+
+def plan(snap: Snapshot, query: exp.Query) -> Plan:
+    bound = bind(snap, query)
+    inlined = inline_views(snap, bound.query)
+    tables: dict[str, tuple[str, Item, int]] = {}
+    for table in inlined.find_all(exp.Table):
+        pin = pinned(table.name)
+        if pin is not None and table.name not in tables:
+            tables[table.name] = (table.name, snap.item(pin[0]), pin[1])
+    return Plan(bound, inlined, tuple(tables.values()))
+
+
+def retain_ms(item: Item, default_ms: int = DEFAULT_RETAIN_MS) -> int:
+    return item.retain_history_ms if item.retain_history_ms is not None else default_ms
+
+
+def since(item: Item, snap: Snapshot, default_ms: int = DEFAULT_RETAIN_MS) -> int:
+    """The oldest readable time: the table's birth, its last compaction, or now minus its
+    retention, whichever is latest."""
+    return max(item.created_ts or 0, item.since_ts or 0, snap.read_ts - retain_ms(item, default_ms))
+
+
+def check_time(snap: Snapshot, items: Iterable[Item], at: int) -> None:
+    for item in items:
+        lower = since(item, snap)
+        if at < lower:
+            raise InvalidTimestamp(
+                f"Timestamp ({at}) is not valid for all inputs: {item.qualified_name} has "
+                f"since {lower}",
+                hint="read at or after since; RETAIN HISTORY FOR '<interval>' keeps more")
+
+
+def as_of_value(node: exp.Expr) -> int:
+    """``AS OF`` takes milliseconds since the epoch, or a timestamp."""
+    inner = node.this if isinstance(node, exp.Cast) else node
+    if isinstance(inner, exp.Literal) and not inner.is_string:
+        return int(inner.this)
+    if isinstance(inner, exp.Literal):
+        try:
+            when = dt.datetime.fromisoformat(inner.this.replace(" ", "T", 1))
+        except ValueError:
+            raise InvalidTimestamp(f'invalid AS OF time "{inner.this}"') from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        return int(when.timestamp() * 1000)
+    raise InvalidTimestamp(f"AS OF needs a constant time, not {node.sql()}")
+
+
+def relations(p: Plan, warehouse: Path, at: int) -> dict[str, Any]:
+    from mzflow.render.spark import Relation
+
+    out: dict[str, Relation] = {}
+    for key, item, version in p.tables:
+        shard = Shard(warehouse / item.id)
+        delta_version = shard.version_at(at)
+        if delta_version is None:
+            raise InvalidTimestamp(f"{item.qualified_name} did not exist at {at}")
+        all_cols = [(c.name, c.type) for c in item.columns] + [(ROWID, "bigint")]
+        visible = tuple(c.name for c in item.columns_at(version)) + (ROWID,)
+        out[key] = Relation(files=tuple(shard.files(delta_version)),
+                            schema_ddl=spark_ddl(all_cols), columns=visible)
+    return out
+
+
+def run_local(snap: Snapshot, p: Plan) -> list[tuple[Any, ...]]:
+    tables: dict[str, tuple[list[str], local.Rows]] = {}
+    for table in p.query.find_all(exp.Table):
+        sys_table = system.lookup(table.name)
+        if sys_table is not None:
+            tables[table.name] = ([c.name for c in sys_table.all_columns], sys_table.rows(snap))
+    return local.run(p.query, tables)
+
+
+def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int) -> list[tuple[Any, ...]]:
+    from mzflow.render import spark
+
+    if p.bound.system_tables:
+        raise Error("a query cannot read system tables and user tables together yet")
+    check_time(snap, (item for _, item, _ in p.tables), at)
+    rows = spark.run(p.query, relations(p, warehouse, at))
+    tz = [i for i, c in enumerate(p.bound.columns) if c.type == "timestamp with time zone"]
+    if tz:
+        rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]
+    return rows
+
+
+def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa.Table:
+    """Evaluate ``query`` at ``at`` into Arrow (INSERT … SELECT, UPDATE, DELETE)."""
+    from mzflow.render import spark
+
+    p = plan(snap, query)
+    if not p.needs_spark:
+        rows = run_local(snap, p)
+        names = [c.name for c in p.bound.columns]
+        return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
+    with spark.registered(relations(p, warehouse, at)) as views:
+        try:
+            return pa.table(spark.dataframe(p.query, views).toArrow())
+        except Error:
+            raise
+        except Exception as e:
+            raise spark.translate_error(e) from None
+

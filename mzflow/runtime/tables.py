@@ -1,0 +1,246 @@
+"""Writes to tables: INSERT, UPDATE, DELETE and COPY, each one atomic Delta commit.
+
+Every write runs inside the catalog's write transaction: it takes the next
+timestamp from the oracle, computes its rows (in-process for literal VALUES
+and files, on Spark for anything that reads tables), commits them to the
+table's shard with that timestamp in the commit metadata, and only then marks
+the timestamp readable. A crash before the Delta commit leaves the table
+untouched; a crash after it leaves a commit that readers adopt with the next
+write (never a partial one, never twice with an idempotency key).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from mzflow.catalog.model import TABLE, Item, Snapshot
+from mzflow.catalog.store import Store, Writer
+from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
+from mzflow.plan.constants import NotConstant, evaluate_rows
+from mzflow.storage import rows as rowconv
+from mzflow.storage.delta import ROWID, Shard
+from mzflow.storage.types import parse_type
+
+log = logging.getLogger("mzflow.write")
+
+IdempotencyKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    status: str
+    rows: int
+    version: int | None  # the new Delta version, None when nothing was written
+    ts: int | None
+    notices: tuple[str, ...] = ()
+
+
+def shard_of(warehouse: Path, item: Item) -> Shard:
+    return Shard(warehouse / item.id)
+
+
+def targets_of(item: Item) -> list[rowconv.Target]:
+    return [rowconv.Target(c.name, c.type, c.nullable) for c in item.columns]
+
+
+class TableWrites:
+    """The write paths. ``read`` runs a bound query on Spark and returns Arrow."""
+
+    def __init__(self, store: Store, warehouse: Path,
+                 read: Callable[[Snapshot, exp.Query, int], pa.Table]):
+        self.store = store
+        self.warehouse = warehouse
+        self.read = read
+
+    def _commit(self, name: exp.Table, key: IdempotencyKey | None, status: str,
+                produce: Callable[[Writer, Item, Shard], tuple[int, Callable[[int], int]]]
+                ) -> WriteResult:
+        """Shared frame: lock, resolve, idempotency check, produce rows, commit."""
+        with self.store.write() as w:
+            item = _table(w.snapshot, name)
+            shard = shard_of(self.warehouse, item)
+            if key is not None:
+                done = shard.applied(key[0])
+                if done is not None and done >= key[1]:
+                    notice = (f"write {key[0]}:{key[1]} was already applied to "
+                              f"{item.qualified_name}, skipping")
+                    return WriteResult(status, 0, None, None, (notice,))
+            count, apply = produce(w, item, shard)
+            if count == 0 and key is None:
+                return WriteResult(f"{status} 0", 0, None, None)
+            ts = w.allocate_ts()
+            version = apply(ts)
+            w.committed(ts)
+        log.info("%s %s: %d rows, version %d at %d", status, item.qualified_name, count,
+                 version, ts)
+        return WriteResult(f"{status} {count}", count, version, ts)
+
+    def insert(self, stmt: exp.Insert, key: IdempotencyKey | None = None) -> WriteResult:
+        target = stmt.this
+        names = None
+        if isinstance(target, exp.Schema):
+            names = [c.name for c in target.expressions]
+            target = target.this
+        source = stmt.expression
+
+        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+            targets = targets_of(item)
+            order = _column_order(item, names)
+            data = self._rows_for_insert(w.snapshot, source, targets, order)
+            data = _with_rowids(w, data)
+            return data.num_rows, lambda ts: shard.append(data, ts, key)
+
+        return self._commit(target, key, "INSERT 0", produce)
+
+    def _rows_for_insert(self, snap: Snapshot, source: exp.Expr, targets: list[rowconv.Target],
+                         order: list[int | None]) -> pa.Table:
+        chosen = [targets[i] for i in order if i is not None]
+        if isinstance(source, exp.Values):
+            try:
+                values = evaluate_rows(source)
+            except NotConstant:
+                values = None
+            if values is not None:
+                for n, row in enumerate(values, start=1):
+                    if len(row) != len(chosen):
+                        raise Error(f"INSERT has more expressions than target columns"
+                                    if len(row) > len(chosen) else
+                                    "INSERT has more target columns than expressions",
+                                    detail=f"in row {n}")
+                full = [[row[order.index(i)] if i in order else None
+                         for i in range(len(targets))] for row in values]
+                return rowconv.from_values(full, targets)
+            query: exp.Query = exp.select("*").from_(exp.Subquery(this=source, alias="v"))
+        elif isinstance(source, exp.Query):
+            query = source
+        else:
+            raise Unsupported(f"INSERT from {type(source).__name__} is not supported")
+        computed = self.read(snap, query, snap.read_ts)
+        if computed.num_columns != len(chosen):
+            raise Error(f"INSERT has {computed.num_columns} expressions but {len(chosen)} "
+                        "target columns")
+        computed = rowconv.conform(computed, chosen)
+        columns = []
+        for i, t in enumerate(targets):
+            if i in order:
+                columns.append(computed.column(order.index(i)))
+            else:
+                if not t.nullable:
+                    raise rowconv.NotNullViolation(
+                        f'null value in column "{t.name}" violates not-null constraint')
+                columns.append(pa.nulls(computed.num_rows, parse_type(t.type).arrow))
+        return rowconv.conform(pa.Table.from_arrays(columns, names=[t.name for t in targets]),
+                               targets)
+
+    def delete(self, stmt: exp.Delete, key: IdempotencyKey | None = None) -> WriteResult:
+        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+            query = exp.select(exp.column(ROWID)).from_(_ref(item))
+            if stmt.args.get("where") is not None:
+                query = query.where(stmt.args["where"].this)
+            ids = self.read(w.snapshot, query, w.snapshot.read_ts).column(0)
+            return len(ids), lambda ts: shard.delete_rows(ids.combine_chunks(), ts, key)
+
+        return self._commit(stmt.this, key, "DELETE", produce)
+
+    def update(self, stmt: exp.Update, key: IdempotencyKey | None = None) -> WriteResult:
+        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+            sets: dict[str, exp.Expr] = {}
+            known = {c.name for c in item.columns}
+            for assignment in stmt.expressions:
+                col = assignment.this.name
+                if col not in known:
+                    raise UnknownColumn(f'column "{col}" of relation "{item.name}" '
+                                        "does not exist")
+                sets[col] = assignment.expression
+            projections = [exp.alias_(sets.get(c.name, exp.column(c.name)), c.name, quoted=True)
+                           for c in item.columns]
+            query = exp.select(*projections, exp.column(ROWID)).from_(_ref(item))
+            if stmt.args.get("where") is not None:
+                query = query.where(stmt.args["where"].this)
+            computed = self.read(w.snapshot, query, w.snapshot.read_ts)
+            targets = targets_of(item)
+            new = rowconv.conform(computed.select(list(range(len(targets)))), targets)
+            new = new.append_column(pa.field(ROWID, pa.int64(), nullable=False),
+                                    computed.column(len(targets)))
+            return new.num_rows, lambda ts: shard.update_rows(new, ts, key)
+
+        return self._commit(stmt.this, key, "UPDATE", produce)
+
+    def copy(self, stmt: exp.Copy, key: IdempotencyKey | None = None) -> WriteResult:
+        if not stmt.args.get("kind"):
+            raise Unsupported("COPY … TO is not supported; use a sink")
+        files = stmt.args.get("files") or []
+        if len(files) != 1 or not isinstance(files[0], exp.Literal):
+            raise Unsupported("COPY FROM takes one file path as a string")
+        options = _copy_options(stmt)
+        path = Path(files[0].this)
+
+        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+            from mzflow.storage.files import read_file
+
+            data = read_file(path, targets_of(item), **options)
+            data = _with_rowids(w, data)
+            return data.num_rows, lambda ts: shard.append(data, ts, key)
+
+        return self._commit(stmt.this, key, "COPY", produce)
+
+
+def _table(snap: Snapshot, name: exp.Table) -> Item:
+    item = snap.resolve(name.name)
+    if item.kind != TABLE:
+        raise WrongObjectType(f"cannot write to {item.qualified_name}: it is a {item.kind_word}")
+    return item
+
+
+def _ref(item: Item) -> exp.Table:
+    """A reference that binds to the table's newest version, rowids included."""
+    return exp.to_table(item.name)
+
+
+def _column_order(item: Item, names: list[str] | None) -> list[int | None]:
+    """For each value position, the index of the table column it fills."""
+    cols = [c.name for c in item.columns]
+    if names is None:
+        return list(range(len(cols)))
+    order: list[int | None] = []
+    for n in names:
+        if n not in cols:
+            raise UnknownColumn(f'column "{n}" of relation "{item.name}" does not exist')
+        if cols.index(n) in order:
+            raise InvalidOption(f'column "{n}" specified more than once')
+        order.append(cols.index(n))
+    return order
+
+
+def _with_rowids(w: Writer, data: pa.Table) -> pa.Table:
+    first = w.allocate_rowids(data.num_rows)
+    ids = pa.array(range(first, first + data.num_rows), type=pa.int64())
+    return data.append_column(pa.field(ROWID, pa.int64(), nullable=False), ids)
+
+
+def _copy_options(stmt: exp.Copy) -> dict[str, Any]:
+    out: dict[str, Any] = {"format": "csv", "header": False, "delimiter": ","}
+    for param in stmt.args.get("params") or []:
+        name = param.this.name.lower()
+        value = param.args.get("expression")
+        text = value.name if value is not None else "true"
+        if name == "format":
+            out["format"] = text.lower()
+        elif name == "header":
+            out["header"] = text.lower() in ("true", "1", "on", "yes")
+        elif name == "delimiter":
+            out["delimiter"] = text
+        else:
+            raise InvalidOption(f'unexpected COPY option "{name.upper()}"',
+                                hint="valid options are FORMAT, HEADER and DELIMITER")
+    if out["format"] not in ("csv", "parquet", "json"):
+        raise InvalidOption(f"unknown COPY format {out['format'].upper()}",
+                            hint="valid formats are CSV, PARQUET and JSON")
+    return out

@@ -1,0 +1,188 @@
+"""A shard: one Delta table, written with delta-rs, whose commits are times.
+
+Every commit carries its mzflow timestamp in the Delta commit metadata
+(``mzflow.ts``), so the version ↔ time map is part of the table and survives
+restarts. Rows carry a hidden ``_mz_rowid`` so that UPDATE and DELETE, whose
+predicates Spark evaluates, can be applied by delta-rs as one merge commit.
+
+Only this module imports deltalake.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from mzflow.catalog.model import ROWID
+from mzflow.errors import Error
+
+TS_KEY = "mzflow.ts"
+TABLE_CONFIG = {
+    "delta.enableChangeDataFeed": "true",
+    # Keep the whole log: compaction (mzflow compact) decides what goes, by `since`.
+    "delta.logRetentionDuration": "interval 36500 days",
+    "delta.deletedFileRetentionDuration": "interval 36500 days",
+}
+
+
+class StorageError(Error):
+    code = "58030"  # io_error
+
+
+@dataclass
+class _History:
+    versions: list[int] = field(default_factory=list)
+    times: list[int] = field(default_factory=list)
+
+
+_HISTORY: dict[str, _History] = {}
+
+
+class Shard:
+    """The Delta table at ``path``. Cheap to construct; opens the log lazily."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    # -- write side ------------------------------------------------------------
+
+    def create(self, schema: pa.Schema, ts: int) -> int:
+        from deltalake import DeltaTable
+
+        full = schema.append(pa.field(ROWID, pa.int64(), nullable=False))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        DeltaTable.create(str(self.path), full, mode="error", configuration=TABLE_CONFIG,
+                          commit_properties=_props(ts, None))
+        return 0
+
+    def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
+        from deltalake import write_deltalake
+
+        write_deltalake(str(self.path), data, mode="append", commit_properties=_props(ts, txn))
+        return self.version()
+
+    def delete_rows(self, rowids: pa.Array, ts: int, txn: tuple[str, int] | None = None) -> int:
+        source = pa.table({ROWID: rowids})
+        (self._table().merge(source, f"t.{ROWID} = s.{ROWID}", source_alias="s",
+                             target_alias="t", commit_properties=_props(ts, txn))
+         .when_matched_delete().execute())
+        return self.version()
+
+    def update_rows(self, rows: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
+        """Replace the rows whose ``_mz_rowid`` appears in ``rows`` by those rows."""
+        (self._table().merge(rows, f"t.{ROWID} = s.{ROWID}", source_alias="s", target_alias="t",
+                             commit_properties=_props(ts, txn))
+         .when_matched_update_all().execute())
+        return self.version()
+
+    def add_column(self, name: str, arrow_type: pa.DataType, ts: int) -> int:
+        from deltalake import Field
+
+        dt = self._table()
+        dt.alter.add_columns(Field(name, _delta_type(arrow_type), nullable=True),
+                             commit_properties=_props(ts, None))
+        return self.version()
+
+    # -- read side -------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return (self.path / "_delta_log").is_dir()
+
+    def version(self) -> int:
+        return int(self._table().version())
+
+    def applied(self, app_id: str) -> int | None:
+        """The last idempotency-key version committed for ``app_id``, if any."""
+        return self._table().transaction_version(app_id)
+
+    def history(self) -> list[tuple[int, int]]:
+        """``(version, ts)`` pairs, oldest first, read from the commit metadata."""
+        dt = self._table()
+        latest = int(dt.version())
+        cache = _HISTORY.setdefault(str(self.path), _History())
+        if cache.versions and cache.versions[-1] == latest:
+            return list(zip(cache.versions, cache.times, strict=True))
+        known = cache.versions[-1] if cache.versions else -1
+        entries = dt.history(limit=latest - known) if known >= 0 else dt.history()
+        fresh = sorted((int(e["version"]), int(e[TS_KEY])) for e in entries
+                       if TS_KEY in e and int(e["version"]) > known)
+        for v, t in fresh:
+            cache.versions.append(v)
+            cache.times.append(t)
+        return list(zip(cache.versions, cache.times, strict=True))
+
+    def version_at(self, ts: int) -> int | None:
+        """The newest version committed at or before ``ts`` (None: the table is younger)."""
+        self.history()
+        cache = _HISTORY[str(self.path)]
+        i = bisect.bisect_right(cache.times, ts)
+        return cache.versions[i - 1] if i else None
+
+    def files(self, version: int) -> list[str]:
+        from deltalake import DeltaTable
+
+        return list(DeltaTable(str(self.path), version=version).file_uris())
+
+    def arrow_schema(self, version: int | None = None) -> pa.Schema:
+        from deltalake import DeltaTable
+
+        dt = DeltaTable(str(self.path), version=version) if version is not None else (
+            self._table())
+        return pa.schema(dt.schema().to_arrow())
+
+    def read(self, version: int) -> pa.Table:
+        """The rows at ``version`` (small tables and tests; big reads go through Spark)."""
+        from deltalake import DeltaTable
+
+        return pa.table(DeltaTable(str(self.path), version=version).to_pyarrow_table())
+
+    def changes(self, after: int, through: int) -> pa.Table:
+        """The change feed of versions ``after+1 … through`` with ``_change_type``."""
+        dt = self._table()
+        return pa.table(dt.load_cdf(starting_version=after + 1, ending_version=through))
+
+    # -- maintenance -------------------------------------------------------------
+
+    def compact(self, keep_from: int, ts: int) -> dict[str, Any]:
+        """Merge small files, checkpoint the log, then delete files that no version
+        ``>= keep_from`` can read. Readers at those versions are never broken."""
+        dt = self._table()
+        stats = dt.optimize.compact(commit_properties=_props(ts, None))
+        dt = self._table()
+        dt.create_checkpoint()
+        keep = list(range(keep_from, int(dt.version()) + 1))
+        removed = dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
+                            keep_versions=keep)
+        return {"optimize": stats, "removed_files": len(removed)}
+
+    def _table(self) -> Any:
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self.path))
+
+
+def _props(ts: int, txn: tuple[str, int] | None) -> Any:
+    from deltalake import CommitProperties, Transaction
+
+    return CommitProperties(
+        custom_metadata={TS_KEY: str(ts)},
+        app_transactions=[Transaction(txn[0], txn[1])] if txn else None,
+    )
+
+
+def _delta_type(arrow_type: pa.DataType) -> Any:
+    from deltalake.schema import PrimitiveType
+
+    if pa.types.is_decimal(arrow_type):
+        return PrimitiveType(f"decimal({arrow_type.precision},{arrow_type.scale})")
+    mapping = {
+        pa.int16(): "short", pa.int32(): "integer", pa.int64(): "long", pa.float32(): "float",
+        pa.float64(): "double", pa.string(): "string", pa.bool_(): "boolean",
+        pa.date32(): "date", pa.timestamp("us"): "timestamp_ntz",
+        pa.timestamp("us", tz="UTC"): "timestamp", pa.binary(): "binary",
+    }
+    return PrimitiveType(mapping[arrow_type])

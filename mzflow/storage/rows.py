@@ -1,0 +1,159 @@
+"""Rows into a table's Arrow schema, or a clear error naming the row and column.
+
+Two entry points: :func:`from_values` for a few Python values (INSERT … VALUES)
+and :func:`conform` for a whole Arrow table (COPY, INSERT … SELECT, UPDATE).
+Either the whole input converts, or nothing is written.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mzflow.errors import Error, TypeMismatch
+from mzflow.storage.types import parse_type
+
+
+class NotNullViolation(Error):
+    code = "23502"  # not_null_violation
+
+
+@dataclass(frozen=True)
+class Target:
+    """A column of the table being written."""
+
+    name: str
+    type: str
+    nullable: bool
+
+
+def _where(row: int, column: str) -> str:
+    return f'in row {row}, column "{column}"'
+
+
+def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
+    if value is None:
+        return None
+    if pa.types.is_integer(arrow):
+        if isinstance(value, bool):
+            raise ValueError
+        if isinstance(value, float | Decimal) and value != int(value):
+            raise ValueError
+        return int(value) if not isinstance(value, str) else int(value.strip())
+    if pa.types.is_decimal(arrow):
+        d = Decimal(str(value).strip())
+        if not d.is_finite():
+            raise ValueError
+        return d.quantize(Decimal(1).scaleb(-arrow.scale))
+    if pa.types.is_floating(arrow):
+        return float(value)
+    if pa.types.is_boolean(arrow):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("t", "true", "yes", "on", "1"):
+            return True
+        if text in ("f", "false", "no", "off", "0"):
+            return False
+        raise ValueError
+    if pa.types.is_string(arrow):
+        return value if isinstance(value, str) else _text(value)
+    if pa.types.is_binary(arrow):
+        return value if isinstance(value, bytes) else str(value).encode()
+    if pa.types.is_date(arrow):
+        if isinstance(value, dt.datetime):
+            return value.date()
+        return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value).strip())
+    if pa.types.is_timestamp(arrow):
+        ts = value if isinstance(value, dt.datetime) else _parse_timestamp(str(value))
+        if arrow.tz is None:
+            return ts.replace(tzinfo=None) if ts.tzinfo is None else (
+                ts.astimezone(dt.UTC).replace(tzinfo=None))
+        return ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts.astimezone(dt.UTC)
+    raise ValueError
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _parse_timestamp(text: str) -> dt.datetime:
+    text = text.strip()
+    if len(text) == 10:
+        return dt.datetime.combine(dt.date.fromisoformat(text), dt.time())
+    return dt.datetime.fromisoformat(text.replace(" ", "T", 1))
+
+
+def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.Table:
+    """Python rows (one value per target) → an Arrow table in the targets' schema."""
+    arrays = []
+    for j, target in enumerate(targets):
+        arrow = parse_type(target.type).arrow
+        out = []
+        for i, row in enumerate(rows, start=1):
+            value = row[j]
+            try:
+                converted = _convert(value, target.type, arrow)
+            except (ValueError, TypeError, InvalidOperation, OverflowError):
+                raise TypeMismatch(f'invalid input syntax for type {target.type}: "{value}"',
+                                   detail=_where(i, target.name)) from None
+            if converted is None and not target.nullable:
+                raise NotNullViolation(
+                    f'null value in column "{target.name}" violates not-null constraint',
+                    detail=_where(i, target.name))
+            out.append(converted)
+        try:
+            arrays.append(pa.array(out, type=arrow))
+        except (pa.ArrowInvalid, OverflowError) as e:
+            bad = _first_bad(out, arrow)
+            raise TypeMismatch(f"value out of range for type {target.type}: {e}",
+                               detail=_where(bad, target.name)) from None
+    schema = pa.schema([pa.field(t.name, parse_type(t.type).arrow, nullable=t.nullable)
+                        for t in targets])
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _first_bad(values: list[Any], arrow: pa.DataType) -> int:
+    for i, v in enumerate(values, start=1):
+        try:
+            pa.array([v], type=arrow)
+        except (pa.ArrowInvalid, OverflowError):
+            return i
+    return 1
+
+
+def conform(table: pa.Table, targets: Sequence[Target], *, first_row: int = 1) -> pa.Table:
+    """Cast ``table`` (same column order as ``targets``) to the targets' types, safely."""
+    if table.num_columns != len(targets):
+        raise TypeMismatch(f"expected {len(targets)} columns, found {table.num_columns}")
+    arrays = []
+    for j, target in enumerate(targets):
+        arrow = parse_type(target.type).arrow
+        column = table.column(j)
+        if column.type != arrow:
+            try:
+                column = pc.cast(column, arrow, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                # Slow path only to name the offending row.
+                values = column.to_pylist()
+                from_values([[v] for v in values], [target])
+                raise TypeMismatch(f"cannot convert {table.column(j).type} to {target.type}",
+                                   detail=f'column "{target.name}"') from None
+        if not target.nullable and column.null_count:
+            nulls = pc.is_null(column)
+            row = pc.index(nulls, True).as_py() + first_row
+            raise NotNullViolation(
+                f'null value in column "{target.name}" violates not-null constraint',
+                detail=_where(row, target.name))
+        arrays.append(column)
+    schema = pa.schema([pa.field(t.name, parse_type(t.type).arrow, nullable=t.nullable)
+                        for t in targets])
+    return pa.Table.from_arrays(arrays, schema=schema)
