@@ -53,7 +53,23 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("-f", "--file", metavar="FILE", help="file of statements to run ('-': stdin)")
     sql.add_argument("--on-error", choices=("stop", "continue"), default="stop",
                      help="with -f: stop at the first failing statement (default) or go on")
+    sql.add_argument("--idempotency-key", metavar="APP:N", type=_key,
+                     help="apply a single write at most once: rerunning with the same key "
+                          "(after a crash or a retry) is skipped")
+    compact = sub.add_parser(
+        "compact", help="advance since and reclaim storage of tables",
+        description="For each table (or one): move its read frontier (since) up to its "
+                    "retention, merge small files, checkpoint the Delta log and delete files "
+                    "no readable version needs.")
+    compact.add_argument("--table", help="compact only this table")
     return parser
+
+
+def _key(text: str) -> tuple[str, int]:
+    app, sep, n = text.rpartition(":")
+    if not sep or not app or not n.isdigit():
+        raise argparse.ArgumentTypeError("expected APP:N, e.g. nightly-load:42")
+    return app, int(n)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,6 +85,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_error(e)
         return 1
     with conn:
+        if args.command == "compact":
+            return _compact(conn, args.table)
+        if getattr(args, "idempotency_key", None) is not None:
+            if args.sql is None:
+                print("ERROR: --idempotency-key needs -c with one write statement",
+                      file=sys.stderr)
+                return 2
+            try:
+                print_result(conn.execute(args.sql, idempotency_key=args.idempotency_key),
+                             sys.stdout)
+            except mzflow.Error as e:
+                _print_error(e)
+                return 1
+            return 0
         if args.sql is not None:
             return run_text(conn, args.sql, sys.stdout)
         if args.file is not None:
@@ -79,6 +109,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             return run_text(conn, text, sys.stdout, keep_going=args.on_error == "continue")
         return repl(conn)
+
+
+def _compact(conn: object, table: str | None) -> int:
+    import mzflow
+
+    assert isinstance(conn, mzflow.Connection)
+    try:
+        done = conn.compact(table)
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
+    rows = [(c.table, c.since, c.kept_from_version, c.version, c.files_merged, c.files_removed)
+            for c in done]
+    print(format_table(["table", "since", "kept from version", "version", "files merged",
+                        "files removed"], rows))
+    return 0
 
 
 def _read(path: str) -> str:

@@ -124,9 +124,10 @@ def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTa
         return sys_table
     if schema not in (None, SCHEMA):
         raise UnknownObject(f"unknown schema '{schema}'")
-    item = snap.find(name)
-    if item is None:
+    found = snap.find(name)
+    if found is None:
         raise UnknownObject(f"unknown catalog item '{name}'")
+    item = found
     if item.kind not in RELATION_KINDS:
         raise WrongObjectType(f"{item.qualified_name} is not a relation")
     return item

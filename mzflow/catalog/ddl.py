@@ -475,7 +475,7 @@ def comment(store: Store, stmt: exp.Comment) -> Notices:
     """COMMENT ON {TABLE|VIEW|MATERIALIZED VIEW|INDEX|SINK|COLUMN} … IS '…'."""
     kind = str(stmt.args.get("kind") or "").upper()
     value = stmt.args.get("expression")
-    text = None if isinstance(value, exp.Null) else value.name
+    text = None if value is None or isinstance(value, exp.Null) else value.name
     with store.write() as w:
         if kind == "COLUMN":
             column = stmt.this

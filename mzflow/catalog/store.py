@@ -9,8 +9,8 @@ tiny query per statement.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 import dataclasses
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mzflow.catalog import normalize, sizes
+from mzflow.catalog import frontiers, normalize, sizes
 from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
@@ -121,6 +121,11 @@ def _collection_rows(snap: Snapshot) -> list[Row]:
     return [(item_id, global_id, version) for item_id, global_id, version in snap.collection_ids]
 
 
+def _frontier_rows(snap: Snapshot) -> list[Row]:
+    return [(i.id, frontiers.since(i, snap), frontiers.upper(snap))
+            for i in snap.items if i.kind == TABLE]
+
+
 def _comment_rows(snap: Snapshot) -> list[Row]:
     kinds = {i.id: i.kind for i in snap.items}
     return [(item_id, kinds.get(item_id), sub or None, text)
@@ -153,6 +158,9 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_objects",
                     _cols("id text, oid integer, schema_id text, name text, type text"), (),
                     _object_rows),
+        SystemTable("mz_frontiers",
+                    _cols("object_id text, read_frontier bigint, write_frontier bigint"), (),
+                    _frontier_rows),
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
                     (), _comment_rows),

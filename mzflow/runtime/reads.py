@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from mzflow.catalog import system
+from mzflow.catalog import frontiers, system
 from mzflow.catalog.bind import Bound, bind, pinned
 from mzflow.catalog.model import ROWID, Item, Snapshot
 from mzflow.errors import Error
@@ -26,8 +26,6 @@ from mzflow.plan.inline import inline_views
 from mzflow.render import local
 from mzflow.storage.delta import Shard
 from mzflow.storage.types import spark_ddl
-
-DEFAULT_RETAIN_MS = 3_600_000  # one hour, when neither the object nor the catalog says
 
 
 class InvalidTimestamp(Error):
@@ -56,19 +54,9 @@ def plan(snap: Snapshot, query: exp.Query) -> Plan:
     return Plan(bound, inlined, tuple(tables.values()))
 
 
-def retain_ms(item: Item, default_ms: int = DEFAULT_RETAIN_MS) -> int:
-    return item.retain_history_ms if item.retain_history_ms is not None else default_ms
-
-
-def since(item: Item, snap: Snapshot, default_ms: int = DEFAULT_RETAIN_MS) -> int:
-    """The oldest readable time: the table's birth, its last compaction, or now minus its
-    retention, whichever is latest."""
-    return max(item.created_ts or 0, item.since_ts or 0, snap.read_ts - retain_ms(item, default_ms))
-
-
 def check_time(snap: Snapshot, items: Iterable[Item], at: int) -> None:
     for item in items:
-        lower = since(item, snap)
+        lower = frontiers.since(item, snap)
         if at < lower:
             raise InvalidTimestamp(
                 f"Timestamp ({at}) is not valid for all inputs: {item.qualified_name} has "

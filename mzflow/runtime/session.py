@@ -14,16 +14,16 @@ from typing import Any
 from sqlglot import exp
 
 from mzflow import config
-from mzflow.catalog import ddl
+from mzflow.catalog import ddl, frontiers, intervals
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
-from mzflow.runtime import reads, tables
+from mzflow.runtime import maintenance, reads, tables
 from mzflow.runtime import show as show_mod
-from mzflow.storage.delta import Shard
-from mzflow.storage.types import arrow_schema, parse_type
 from mzflow.sql import ast
 from mzflow.sql.parse import parse
+from mzflow.storage.delta import Shard
+from mzflow.storage.types import arrow_schema, parse_type
 
 ISOLATION_LEVELS = ("strict serializable", "serializable")
 _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Copy)
@@ -46,6 +46,10 @@ class Variable:
     check: Callable[[str], None] | None = None
 
 
+def _check_interval(value: str) -> None:
+    intervals.to_ms(value)
+
+
 def _check_isolation(value: str) -> None:
     if value.lower() not in ISOLATION_LEVELS:
         raise InvalidOption(f'invalid value for parameter "transaction_isolation": "{value}"',
@@ -59,11 +63,16 @@ VARIABLES: dict[str, Variable] = {
     "search_path": Variable(lambda s: "public",
                             "Sets the schema search order for names that are not "
                             "schema-qualified (PostgreSQL)."),
+    "retain_history": Variable(
+        lambda s: s.settings.get("retain_history", frontiers.DEFAULT_RETAIN_HISTORY),
+        "How long tables keep readable history unless they say RETAIN HISTORY FOR "
+        "(mzflow; set with ALTER SYSTEM SET).", _check_interval),
     "transaction_isolation": Variable(lambda s: "strict serializable",
                                       "Sets the current transaction's isolation level "
                                       "(PostgreSQL).", _check_isolation),
 }
-SYSTEM_VARIABLES = ("cluster",)
+SYSTEM_VARIABLES = ("cluster", "retain_history")
+SYSTEM_ONLY = ("retain_history",)
 
 
 class Connection:
@@ -111,6 +120,12 @@ class Connection:
 
     def execute_all(self, sql: str) -> list[Result]:
         return [self.execute_parsed(stmt) for stmt in parse(sql)]
+
+    def compact(self, table: str | None = None) -> list[maintenance.Compacted]:
+        """Advance ``since`` and reclaim storage (``mzflow compact``)."""
+        if table is not None:
+            self.store.snapshot().resolve(table)
+        return maintenance.compact(self.store, self.config.warehouse, table)
 
     def variable(self, name: str) -> str:
         name = name.lower()
@@ -209,6 +224,8 @@ class Connection:
             if name not in SYSTEM_VARIABLES:
                 raise Unsupported(f'ALTER SYSTEM SET "{name}" is not supported')
             return Result(status="ALTER SYSTEM", notices=ddl.set_system(self.store, name, value))
+        if name in SYSTEM_ONLY:
+            raise InvalidOption(f'parameter "{name}" can only be set with ALTER SYSTEM SET')
         if value is None:
             self._vars.pop(name, None)
         else:

@@ -23,6 +23,7 @@ from mzflow.catalog.model import (
 from mzflow.errors import UnknownObject, WrongObjectType
 from mzflow.render import local
 from mzflow.sql import ast
+from mzflow.sql.parse import parse_one
 
 Rows = list[tuple[object, ...]]
 
@@ -116,7 +117,8 @@ def _show_sinks(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
         if sink.kind != SINK or (cluster_id is not None and sink.cluster_id != cluster_id):
             continue
         cluster = snap.cluster(sink.cluster_id)
-        fmt = sink.create_sql.split(" INTO ", 1)[1].split(" ", 1)[0].lower()
+        # Parsed, not split on " INTO ": a quoted sink or relation name may contain that.
+        fmt = parse_one(sink.create_sql).args["into"].name.lower()
         rows.append((sink.name, fmt, cluster.name if cluster else None))
     return ["name", "type", "cluster_name"], rows
 

@@ -71,7 +71,7 @@ class TableWrites:
                 if done is not None and done >= key[1]:
                     notice = (f"write {key[0]}:{key[1]} was already applied to "
                               f"{item.qualified_name}, skipping")
-                    return WriteResult(status, 0, None, None, (notice,))
+                    return WriteResult(f"{status} 0", 0, None, None, (notice,))
             count, apply = produce(w, item, shard)
             if count == 0 and key is None:
                 return WriteResult(f"{status} 0", 0, None, None)
@@ -110,7 +110,7 @@ class TableWrites:
             if values is not None:
                 for n, row in enumerate(values, start=1):
                     if len(row) != len(chosen):
-                        raise Error(f"INSERT has more expressions than target columns"
+                        raise Error("INSERT has more expressions than target columns"
                                     if len(row) > len(chosen) else
                                     "INSERT has more target columns than expressions",
                                     detail=f"in row {n}")

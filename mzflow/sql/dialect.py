@@ -95,6 +95,9 @@ class MzParser(MaterializeParser):
         if not self._match(TokenType.ALIAS):
             self.raise_error("Expected AS")
         name = super()._parse_table_parts(schema=True)
+        if not isinstance(name, exp.Table):
+            self.raise_error("Expected a table name")
+            raise AssertionError("unreachable")
         if not self._match_text_seq("VERSION"):
             self.raise_error("Expected VERSION")
         version = self._parse_number()
