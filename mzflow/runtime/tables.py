@@ -230,7 +230,12 @@ def _copy_options(stmt: exp.Copy) -> dict[str, Any]:
     for param in stmt.args.get("params") or []:
         name = param.this.name.lower()
         value = param.args.get("expression")
-        text = value.name if value is not None else "true"
+        if value is None:
+            text = "true"
+        elif isinstance(value, exp.Boolean):
+            text = "true" if value.this else "false"
+        else:
+            text = value.name
         if name == "format":
             out["format"] = text.lower()
         elif name == "header":
