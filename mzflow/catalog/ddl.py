@@ -19,6 +19,7 @@ from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
     RELATION_KINDS,
+    ROWID,
     SINK,
     TABLE,
     VIEW,
@@ -107,6 +108,8 @@ def _column_def(col: exp.ColumnDef, table: str) -> Column:
     dtype = col.args.get("kind")
     if not isinstance(dtype, exp.DataType):
         raise InvalidDefinition(f'column "{col.name}" needs a type')
+    if col.name.lower() == ROWID:
+        raise InvalidDefinition(f'column name "{col.name}" is reserved for mzflow\'s row ids')
     return Column(name=col.name, type=type_name(dtype), nullable=nullable)
 
 
@@ -146,9 +149,10 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard)
     retain = _retention(stmt.args.get("options") or [])
     seen: set[str] = set()
     for col in columns:
-        if col.name in seen:
+        # Case-insensitively: a Delta schema cannot hold both x and X.
+        if col.name.lower() in seen:
             raise DuplicateObject(f'column "{col.name}" specified more than once')
-        seen.add(col.name)
+        seen.add(col.name.lower())
     with store.write() as w:
         if w.snapshot.find(name) is not None:
             if stmt.args.get("exists"):
@@ -174,7 +178,7 @@ def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notic
         item = w.snapshot.resolve(stmt.this.name)
         if item.kind != TABLE:
             raise WrongObjectType(f"{item.qualified_name} is not a table")
-        if any(c.name == col_def.name for c in item.columns):
+        if any(c.name.lower() == col_def.name.lower() for c in item.columns):
             if col_def.args.get("exists"):
                 return [f'column "{col_def.name}" of relation "{item.name}" already exists, '
                         "skipping"]
@@ -203,6 +207,12 @@ def _active_cluster(snap: Snapshot, explicit: exp.Identifier | None, session_clu
 def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Notices:
     name = stmt.this.name
     materialized = bool(stmt.args.get("materialized"))
+    options = stmt.args.get("options") or []
+    if options and not materialized:
+        raise InvalidOption("a view takes no options: it stores nothing",
+                            hint="RETAIN HISTORY applies to tables, indexes and "
+                                 "materialized views")
+    retain = _retention(options)
     kind = MATERIALIZED_VIEW if materialized else VIEW
     word = "materialized view" if materialized else "view"
     if stmt.args.get("replace") and stmt.args.get("exists"):
@@ -237,11 +247,13 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
         # A materialized view belongs to a cluster through its default index only, so
         # the item itself records no cluster (dropping the index releases the cluster).
         item = _new_item(w, name=name, kind=kind, columns=columns, definition=definition,
-                         create_sql=create_sql, depends_on=bound.depends_on)
+                         create_sql=create_sql, depends_on=bound.depends_on,
+                         retain_history_ms=retain)
         w.insert_item(item)
         if materialized and cluster is not None:
             # The cluster design: a materialized view is a view plus a default index.
-            _insert_index(w, item, cluster, keys=None, name=None, default=True)
+            _insert_index(w, item, cluster, keys=None, name=None, default=True,
+                          retain=retain)
     return []
 
 
@@ -279,7 +291,7 @@ def _index_name(snap: Snapshot, on: Item, keys: list[IndexKey] | None, default: 
 
 
 def _insert_index(w: Writer, on: Item, cluster: Cluster, keys: list[IndexKey] | None,
-                  name: str | None, default: bool) -> Item:
+                  name: str | None, default: bool, retain: int | None = None) -> Item:
     if keys is None:
         # Default key: a known unique key, else all columns (no unique keys are known yet).
         keys = [IndexKey(column=c.name, expression=None) for c in on.columns]
@@ -291,13 +303,14 @@ def _insert_index(w: Writer, on: Item, cluster: Cluster, keys: list[IndexKey] | 
                   f"{normalize.sql(normalize.qualified(on.name))} ({key_sql})")
     item = _new_item(w, name=name, kind=INDEX, create_sql=create_sql, cluster_id=cluster.id,
                      on_id=on.id, keys=tuple(keys), depends_on=(on.id,),
-                     is_default_index=default)
+                     is_default_index=default, retain_history_ms=retain)
     w.insert_item(item)
     return item
 
 
 def create_index(store: Store, stmt: ast.CreateIndex, session_cluster: str) -> Notices:
     name = stmt.this.name if stmt.this else None
+    retain = _retention(stmt.args.get("options") or [])
     with store.write() as w:
         snap = w.snapshot
         if name and snap.find(name) is not None:
@@ -322,13 +335,14 @@ def create_index(store: Store, stmt: ast.CreateIndex, session_cluster: str) -> N
                 else:
                     keys.append(IndexKey(column=None, expression=normalize.sql(key)))
         _insert_index(w, rel, cluster, keys=keys, name=name,
-                      default=bool(stmt.args.get("default")))
+                      default=bool(stmt.args.get("default")), retain=retain)
     return []
 
 
 # -- sinks ---------------------------------------------------------------------
 
 SINK_FORMATS = ("PARQUET", "CSV", "JSON", "DELTA")
+SINK_OPTIONS = ("ENVELOPE", "SCHEDULE", "TIMEZONE", "SNAPSHOT")
 
 
 def create_sink(store: Store, stmt: ast.CreateSink, session_cluster: str) -> Notices:
@@ -337,6 +351,10 @@ def create_sink(store: Store, stmt: ast.CreateSink, session_cluster: str) -> Not
     if fmt not in SINK_FORMATS:
         raise InvalidOption(f"unknown sink format {fmt}",
                             hint=f"valid formats are {', '.join(SINK_FORMATS)}")
+    for opt in stmt.args.get("options") or []:
+        if opt.name not in SINK_OPTIONS:
+            raise InvalidOption(f'unexpected sink option "{opt.name}"',
+                                hint=f"valid options are {', '.join(SINK_OPTIONS)}")
     with store.write() as w:
         snap = w.snapshot
         if snap.find(name) is not None:

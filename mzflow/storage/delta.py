@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mzflow.catalog.model import ROWID
 from mzflow.errors import Error
 
 TS_KEY = "mzflow.ts"
+MAX_ROWID_KEY = "mzflow.max_rowid"  # the largest row id an append wrote
 TABLE_CONFIG = {
     "delta.enableChangeDataFeed": "true",
     # Keep the whole log: compaction (mzflow compact) decides what goes, by `since`.
@@ -37,6 +39,7 @@ class StorageError(Error):
 class _History:
     versions: list[int] = field(default_factory=list)
     times: list[int] = field(default_factory=list)
+    max_rowid: int | None = None
 
 
 _HISTORY: dict[str, _History] = {}
@@ -62,7 +65,9 @@ class Shard:
     def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
         from deltalake import write_deltalake
 
-        write_deltalake(str(self.path), data, mode="append", commit_properties=_props(ts, txn))
+        top = pc.max(data.column(ROWID)).as_py() if ROWID in data.column_names else None
+        write_deltalake(str(self.path), data, mode="append",
+                        commit_properties=_props(ts, txn, top))
         return self.version()
 
     def delete_rows(self, rowids: pa.Array, ts: int, txn: tuple[str, int] | None = None) -> int:
@@ -113,7 +118,19 @@ class Shard:
         for v, t in fresh:
             cache.versions.append(v)
             cache.times.append(t)
+        for e in entries:
+            if MAX_ROWID_KEY in e and int(e["version"]) > known:
+                top = int(e[MAX_ROWID_KEY])
+                cache.max_rowid = top if cache.max_rowid is None else max(cache.max_rowid, top)
         return list(zip(cache.versions, cache.times, strict=True))
+
+    def max_rowid(self) -> int | None:
+        """The largest row id any append to this table wrote (None: none recorded).
+
+        A writer killed between its Delta commit and its catalog commit leaves rows
+        whose ids the catalog never recorded as used: writers skip past this."""
+        self.history()
+        return _HISTORY[str(self.path)].max_rowid
 
     def version_at(self, ts: int) -> int | None:
         """The newest version committed at or before ``ts`` (None: the table is younger)."""
@@ -165,11 +182,14 @@ class Shard:
         return DeltaTable(str(self.path))
 
 
-def _props(ts: int, txn: tuple[str, int] | None) -> Any:
+def _props(ts: int, txn: tuple[str, int] | None, max_rowid: int | None = None) -> Any:
     from deltalake import CommitProperties, Transaction
 
+    metadata = {TS_KEY: str(ts)}
+    if max_rowid is not None:
+        metadata[MAX_ROWID_KEY] = str(max_rowid)
     return CommitProperties(
-        custom_metadata={TS_KEY: str(ts)},
+        custom_metadata=metadata,
         app_transactions=[Transaction(txn[0], txn[1])] if txn else None,
     )
 
