@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from mzflow.catalog import intervals, normalize, sizes
 from mzflow.catalog.bind import bind, output_name, type_name
+from mzflow.catalog.determinism import check_deterministic
 from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
@@ -227,6 +228,8 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
                 return [f'{word} "{name}" already exists, skipping']
             if not stmt.args.get("replace") or existing.kind != kind:
                 _check_new_name(snap, name)
+        if materialized:
+            check_deterministic(stmt.args["query"], "materialized views")
         bound = bind(snap, stmt.args["query"])
         if existing is not None and existing.id in bound.depends_on:
             # OR REPLACE of a view that its own new definition reads (Materialize's wording).

@@ -69,7 +69,13 @@ class Store:
         """One DDL transaction. Writers serialize (SQLite: BEGIN IMMEDIATE)."""
         with migrations.begin_write(self.engine) as conn:
             version = _catalog_version(conn)
-            writer = Writer(conn, _load(conn, version))
+            cached = self._snapshot
+            # Under the lock the counter cannot move: an unchanged catalog needs no reload.
+            if cached is not None and cached.version == version:
+                snap = dataclasses.replace(cached, read_ts=_meta_int(conn, "read_ts"))
+            else:
+                snap = _load(conn, version)
+            writer = Writer(conn, snap)
             yield writer
             if writer.dirty:
                 conn.execute(
@@ -77,7 +83,8 @@ class Store:
                     .where(migrations.meta.c.key == "catalog_version")
                     .values(value=str(version + 1))
                 )
-        self._snapshot = None
+        if writer.dirty:
+            self._snapshot = None
 
 
 class Writer:

@@ -44,6 +44,7 @@ class Relation:
     files: tuple[str, ...]
     schema_ddl: str  # every column in the files' current schema
     columns: tuple[str, ...]  # what the query may see, in order (a version's columns)
+    count_column: str | None = None  # consolidated contents: repeat each row this often
 
 
 def session(master: str | None = None) -> Any:
@@ -97,6 +98,11 @@ def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
                 df = spark.read.schema(rel.schema_ddl).parquet(*rel.files)
             else:
                 df = spark.createDataFrame([], rel.schema_ddl)
+            if rel.count_column is not None:
+                from pyspark.sql import functions as F
+
+                df = df.withColumn("_mz_copy", F.explode(F.sequence(
+                    F.lit(1), F.col(rel.count_column).cast("int"))))
             df.select(*[f"`{c}`" for c in rel.columns]).createOrReplaceTempView(view)
             names[ref] = view
         yield names

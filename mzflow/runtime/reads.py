@@ -10,7 +10,7 @@ chosen time. The time is the catalog's ``read_ts`` unless the query says
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,11 +20,11 @@ from sqlglot import exp
 
 from mzflow.catalog import frontiers, system
 from mzflow.catalog.bind import Bound, bind, pinned
-from mzflow.catalog.model import ROWID, Item, Snapshot
+from mzflow.catalog.model import MATERIALIZED_VIEW, ROWID, VIEW, Item, Snapshot
 from mzflow.errors import Error
 from mzflow.plan.inline import inline_views
 from mzflow.render import local
-from mzflow.storage.delta import Shard
+from mzflow.storage.delta import COUNT, KEY, IndexShard, Shard
 from mzflow.storage.types import spark_ddl
 
 
@@ -37,21 +37,35 @@ class Plan:
     bound: Bound
     query: exp.Query  # views inlined, tables renamed to their pin keys
     tables: tuple[tuple[str, Item, int], ...]  # (pin key, table, version) read
+    indexes: tuple[tuple[str, Item], ...] = ()  # (name in query, index) read instead
 
     @property
     def needs_spark(self) -> bool:
-        return bool(self.tables)
+        return bool(self.tables or self.indexes)
 
 
-def plan(snap: Snapshot, query: exp.Query) -> Plan:
+def plan(snap: Snapshot, query: exp.Query,
+         serve: Callable[[Item], Item | None] | None = None) -> Plan:
+    """Bind and inline ``query``. ``serve`` may name an index that holds a view's
+    maintained contents: that view is then read from the index, not recomputed."""
     bound = bind(snap, query)
+    served: dict[str, tuple[str, Item]] = {}
+    if serve is not None:
+        for table in list(bound.query.find_all(exp.Table)):
+            item = snap.find(table.name)
+            index = serve(item) if item is not None and item.kind in (VIEW, MATERIALIZED_VIEW
+                                                                       ) else None
+            if index is not None:
+                key = f"mz_idx_{index.id}"
+                table.set("this", exp.to_identifier(key))
+                served[key] = (key, index)
     inlined = inline_views(snap, bound.query)
     tables: dict[str, tuple[str, Item, int]] = {}
     for table in inlined.find_all(exp.Table):
         pin = pinned(table.name)
         if pin is not None and table.name not in tables:
             tables[table.name] = (table.name, snap.item(pin[0]), pin[1])
-    return Plan(bound, inlined, tuple(tables.values()))
+    return Plan(bound, inlined, tuple(tables.values()), tuple(served.values()))
 
 
 def check_time(snap: Snapshot, items: Iterable[Item], at: int) -> None:
@@ -80,10 +94,22 @@ def as_of_value(node: exp.Expr) -> int:
     raise InvalidTimestamp(f"AS OF needs a constant time, not {node.sql()}")
 
 
-def relations(p: Plan, warehouse: Path, at: int) -> dict[str, Any]:
+def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
+              ) -> dict[str, Any]:
     from mzflow.render.spark import Relation
 
     out: dict[str, Relation] = {}
+    for key, index in p.indexes:
+        assert snap is not None and index.on_id is not None
+        on = snap.item(index.on_id)
+        contents = IndexShard(warehouse / index.id)
+        version = contents.version_at(at)
+        if version is None:
+            raise InvalidTimestamp(f"{index.qualified_name} has no contents at {at}")
+        cols = [(c.name, c.type) for c in on.columns]
+        out[key] = Relation(files=tuple(contents.files(version)),
+                            schema_ddl=spark_ddl(cols + [(KEY, "text"), (COUNT, "bigint")]),
+                            columns=tuple(c for c, _ in cols), count_column=COUNT)
     for key, item, version in p.tables:
         shard = Shard(warehouse / item.id)
         delta_version = shard.version_at(at)
@@ -111,7 +137,7 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int) -> list[tuple[A
     if p.bound.system_tables:
         raise Error("a query cannot read system tables and user tables together yet")
     check_time(snap, (item for _, item, _ in p.tables), at)
-    rows = spark.run(p.query, relations(p, warehouse, at))
+    rows = spark.run(p.query, relations(p, warehouse, at, snap))
     tz = [i for i, c in enumerate(p.bound.columns) if c.type == "timestamp with time zone"]
     if tz:
         rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]

@@ -18,7 +18,8 @@ from mzflow.catalog import ddl, frontiers, intervals
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
-from mzflow.runtime import maintenance, reads, tables
+from mzflow.render.spark import EvaluationError
+from mzflow.runtime import maintenance, reads, tables, ticks
 from mzflow.runtime import show as show_mod
 from mzflow.sql import ast
 from mzflow.sql.parse import parse
@@ -120,6 +121,18 @@ class Connection:
 
     def execute_all(self, sql: str) -> list[Result]:
         return [self.execute_parsed(stmt) for stmt in parse(sql)]
+
+    def tick(self, cluster: str | None = None, object: str | None = None,
+             at: int | None = None) -> list[ticks.TickReport]:
+        """Bring maintained indexes (all, one cluster's, or one object's) up to ``at``
+        (default: every committed write)."""
+        snap = self.store.snapshot()
+        if at is None:
+            at = snap.read_ts
+        elif at > snap.read_ts:
+            snap = self._advance_to(at)
+        return [ticks.tick_index(snap, self.config.warehouse, index, at)
+                for index in ticks.indexes_to_tick(snap, cluster, object)]
 
     def compact(self, table: str | None = None) -> list[maintenance.Compacted]:
         """Advance ``since`` and reclaim storage (``mzflow compact``)."""
@@ -250,19 +263,53 @@ class Connection:
     def _select(self, stmt: exp.Query, at: int | None = None) -> Result:
         snap = self.store.snapshot()
         stmt = _replace_functions(stmt, snap)
-        p = reads.plan(snap, stmt)
-        if p.bound.depends_on:
+        cluster = None
+        if reads.plan(snap, stmt).bound.depends_on:
             # Reading user objects needs a cluster to run in (the cluster design).
-            snap.cluster_by_name(self.variable("cluster"))
+            cluster = snap.cluster_by_name(self.variable("cluster"))
+        strict = self.variable("transaction_isolation") == "strict serializable"
+        if at is not None and at > snap.read_ts:
+            snap = self._advance_to(at)
+        serve = None
+        if cluster is not None:
+            serve = self._server(snap, cluster.id, strict or at is not None)
+        p = reads.plan(snap, stmt, serve)
         if not p.needs_spark:
             rows = reads.run_local(snap, p)
         else:
             if at is None:
-                at = snap.read_ts
-            elif at > snap.read_ts:
-                snap = self._advance_to(at)
+                at = snap.read_ts if strict else self._serializable_time(snap, p)
+            for _, index in p.indexes:
+                # Strict serializable: catch the index up first, so the read sees every
+                # earlier write. Then an error in the object's contents is the read's error.
+                ticks.tick_index(snap, self.config.warehouse, index, at)
+                _, error = ticks.index_shard(self.config.warehouse, index).state()
+                if error is not None:
+                    raise EvaluationError(error)
             rows = reads.run_spark(snap, p, self.config.warehouse, at)
         return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}")
+
+    def _server(self, snap: Snapshot, cluster_id: int, any_state: bool
+                ) -> Callable[[Item], Item | None]:
+        """Which index (in the active cluster only) serves a view's reads."""
+        def serve(item: Item) -> Item | None:
+            candidates = [i for i in snap.indexes_on(item.id) if i.cluster_id == cluster_id]
+            candidates.sort(key=lambda i: (not i.is_default_index, i.oid))
+            for index in candidates:
+                shard = ticks.index_shard(self.config.warehouse, index)
+                # Serializable reads use what an index already holds; an empty one
+                # would mean a catch-up tick, so the view is recomputed instead.
+                if any_state or (shard.exists() and shard.state()[0] >= 0):
+                    return index
+            return None
+
+        return serve
+
+    def _serializable_time(self, snap: Snapshot, p: reads.Plan) -> int:
+        at = snap.read_ts
+        for _, index in p.indexes:
+            at = min(at, ticks.index_shard(self.config.warehouse, index).state()[0])
+        return at
 
     def _advance_to(self, at: int) -> Snapshot:
         now = now_ms()

@@ -11,6 +11,7 @@ write (never a partial one, never twice with an idempotency key).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -72,6 +73,7 @@ class TableWrites:
                     notice = (f"write {key[0]}:{key[1]} was already applied to "
                               f"{item.qualified_name}, skipping")
                     return WriteResult(f"{status} 0", 0, None, None, (notice,))
+            _adopt_orphan(w, shard)
             count, apply = produce(w, item, shard)
             if count == 0 and key is None:
                 return WriteResult(f"{status} 0", 0, None, None)
@@ -94,7 +96,7 @@ class TableWrites:
             targets = targets_of(item)
             order = _column_order(item, names)
             data = self._rows_for_insert(w.snapshot, source, targets, order)
-            data = _with_rowids(w, data)
+            data = _with_rowids(w, shard, data)
             return data.num_rows, lambda ts: shard.append(data, ts, key)
 
         return self._commit(target, key, "INSERT 0", produce)
@@ -186,7 +188,7 @@ class TableWrites:
             from mzflow.storage.files import read_file
 
             data = read_file(path, targets_of(item), **options)
-            data = _with_rowids(w, data)
+            data = _with_rowids(w, shard, data)
             return data.num_rows, lambda ts: shard.append(data, ts, key)
 
         return self._commit(stmt.this, key, "COPY", produce)
@@ -219,7 +221,21 @@ def _column_order(item: Item, names: list[str] | None) -> list[int | None]:
     return order
 
 
-def _with_rowids(w: Writer, data: pa.Table) -> pa.Table:
+def _adopt_orphan(w: Writer, shard: Shard) -> None:
+    """A writer killed after its Delta commit but before its catalog commit leaves a
+    commit the catalog never recorded: its time is above ``read_ts`` and its row ids
+    were never marked used. Writing on top of it, read at its time (so that a DELETE or
+    UPDATE sees its rows) and never hand its row ids out again."""
+    history = shard.history()
+    if history and history[-1][1] > w.snapshot.read_ts:
+        w.snapshot = dataclasses.replace(w.snapshot, read_ts=history[-1][1])
+
+
+def _with_rowids(w: Writer, shard: Shard, data: pa.Table) -> pa.Table:
+    top = shard.max_rowid()
+    unused = w.allocate_rowids(0)
+    if top is not None and top >= unused:  # ids an orphaned commit already wrote
+        w.allocate_rowids(top + 1 - unused)
     first = w.allocate_rowids(data.num_rows)
     ids = pa.array(range(first, first + data.num_rows), type=pa.int64())
     return data.append_column(pa.field(ROWID, pa.int64(), nullable=False), ids)

@@ -206,3 +206,65 @@ def _delta_type(arrow_type: pa.DataType) -> Any:
         pa.timestamp("us", tz="UTC"): "timestamp", pa.binary(): "binary",
     }
     return PrimitiveType(mapping[arrow_type])
+
+
+KEY = "_mz_key"  # identity of a distinct row: a hash of all its values
+COUNT = "_mz_count"  # its multiplicity
+UPPER_KEY = "mzflow.upper"
+ERROR_KEY = "mzflow.error"
+
+
+class IndexShard(Shard):
+    """The contents of a maintained index: one row per distinct row, with its count.
+
+    Each tick is one commit whose metadata records the time the contents are
+    complete through (``mzflow.ts``, with ``mzflow.upper`` = ts + 1), or the
+    evaluation error that time produced (``mzflow.error``, contents unchanged).
+    The commit carries the idempotency key ``(tick-<index id>, ts)``, so a tick
+    retried for the same time applies once.
+    """
+
+    def create_index(self, schema: pa.Schema, ts: int) -> int:
+        from deltalake import DeltaTable
+
+        full = schema.append(pa.field(KEY, pa.string(), nullable=False)).append(
+            pa.field(COUNT, pa.int64(), nullable=False))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        DeltaTable.create(str(self.path), full, mode="error", configuration=TABLE_CONFIG,
+                          commit_properties=_tick_props(ts, None, None))
+        return 0
+
+    def state(self) -> tuple[int, str | None]:
+        """``(ts the contents are complete through, current error or None)``."""
+        entries = self._table().history(limit=1)
+        last = entries[0] if entries else {}
+        return int(last.get(TS_KEY, -1)), last.get(ERROR_KEY)
+
+    def apply(self, changes: pa.Table, ts: int, app_id: str) -> int:
+        """Merge ``changes`` — rows with their key and their *new* count — at ``ts``."""
+        dt = self._table()
+        (dt.merge(changes, f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t",
+                  commit_properties=_tick_props(ts, None, (app_id, ts)))
+         .when_matched_delete(predicate=f"s.{COUNT} = 0")
+         .when_matched_update_all()
+         .when_not_matched_insert_all(predicate=f"s.{COUNT} > 0")
+         .execute())
+        return self.version()
+
+    def mark(self, ts: int, app_id: str, error: str | None, schema: pa.Schema) -> int:
+        """A commit that changes no rows: the tick found nothing to change, or failed."""
+        from deltalake import write_deltalake
+
+        write_deltalake(str(self.path), schema.empty_table(), mode="append",
+                        commit_properties=_tick_props(ts, error, (app_id, ts)))
+        return self.version()
+
+
+def _tick_props(ts: int, error: str | None, txn: tuple[str, int] | None) -> Any:
+    from deltalake import CommitProperties, Transaction
+
+    meta = {TS_KEY: str(ts), UPPER_KEY: str(ts + 1)}
+    if error is not None:
+        meta[ERROR_KEY] = error
+    return CommitProperties(custom_metadata=meta,
+                            app_transactions=[Transaction(*txn)] if txn else None)

@@ -8,9 +8,10 @@ Either the whole input converts, or nothing is written.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation
 from typing import Any
 
 import pyarrow as pa
@@ -50,7 +51,9 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
         d = Decimal(str(value).strip())
         if not d.is_finite():
             raise ValueError
-        return d.quantize(Decimal(1).scaleb(-arrow.scale))
+        # Python's default context holds 28 digits and rounds half to even; a numeric
+        # column holds up to 38 and PostgreSQL rounds half away from zero.
+        return d.quantize(Decimal(1).scaleb(-arrow.scale), context=_NUMERIC)
     if pa.types.is_floating(arrow):
         return float(value)
     if pa.types.is_boolean(arrow):
@@ -65,7 +68,7 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
     if pa.types.is_string(arrow):
         return value if isinstance(value, str) else _text(value)
     if pa.types.is_binary(arrow):
-        return value if isinstance(value, bytes) else str(value).encode()
+        return value if isinstance(value, bytes) else _bytea(str(value))
     if pa.types.is_date(arrow):
         if isinstance(value, dt.datetime):
             return value.date()
@@ -77,6 +80,32 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
                 ts.astimezone(dt.UTC).replace(tzinfo=None))
         return ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts.astimezone(dt.UTC)
     raise ValueError
+
+
+_NUMERIC = Context(prec=2 * 38 + 1, rounding=ROUND_HALF_UP)
+
+
+def _bytea(text: str) -> bytes:
+    """PostgreSQL's bytea input: ``\\x`` then hex digits, else the escape format
+    (``\\\\`` for a backslash, ``\\nnn`` for an octal byte, anything else as UTF-8)."""
+    if text.startswith("\\x"):
+        return bytes.fromhex(text[2:])  # ValueError on a bad digit, as PostgreSQL errors
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\":
+            out += ch.encode()
+            i += 1
+        elif text[i + 1:i + 2] == "\\":
+            out.append(0x5C)
+            i += 2
+        elif re.fullmatch(r"[0-3][0-7]{2}", text[i + 1:i + 4]):
+            out.append(int(text[i + 1:i + 4], 8))
+            i += 4
+        else:
+            raise ValueError(f"invalid input syntax for type bytea: {text!r}")
+    return bytes(out)
 
 
 def _text(value: Any) -> str:

@@ -1,0 +1,78 @@
+"""Change plans: what one tick of a maintained object computes, and by which strategy.
+
+A plan is data: the tick executes it and EXPLAIN prints it. Today every object
+is maintained by the *recompute* strategy: the tick evaluates the definition at
+the new time and diffs it against the stored contents, so downstream still
+receives exact ``(data, time, diff)`` changes. The reason code says why, so the
+fallback is never silent; incremental operators will replace it operator by
+operator.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from mzflow.catalog.determinism import check_deterministic
+from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
+from mzflow.errors import Unsupported
+from mzflow.sql.parse import parse_query
+
+INCREMENTAL = "incremental"
+RECOMPUTE = "recompute"
+
+# Reason codes, stable: they appear in EXPLAIN, task logs and the strict-mode error.
+R_NO_OPERATORS = "R001"  # incremental operators are not implemented for this plan yet
+
+REASONS = {
+    R_NO_OPERATORS: "incremental operators are not implemented yet: each tick recomputes the "
+                    "definition and diffs it against the stored contents",
+}
+
+@dataclass(frozen=True)
+class Strategy:
+    kind: str
+    code: str | None = None
+
+    @property
+    def reason(self) -> str | None:
+        return REASONS.get(self.code) if self.code else None
+
+    def describe(self) -> str:
+        return self.kind if self.code is None else f"{self.kind} ({self.code}: {self.reason})"
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    index: Item  # the maintained index (a materialized view's default index, or any index)
+    on: Item  # the object it maintains
+    definition: exp.Query  # SELECT over the object, as stored
+    strategy: Strategy
+
+
+def definition_of(on: Item) -> exp.Query:
+    if on.definition is not None:
+        return parse_query(on.definition)
+    return exp.select("*").from_(exp.to_table(on.name))
+
+
+def derive(snap: Snapshot, index: Item) -> ChangePlan:
+    if index.kind != INDEX or index.on_id is None:
+        raise Unsupported(f"{index.qualified_name} is not an index")
+    on = snap.item(index.on_id)
+    query = definition_of(on)
+    if on.kind == MATERIALIZED_VIEW:
+        check_deterministic(query, "materialized views")
+    return ChangePlan(index=index, on=on, definition=query,
+                      strategy=Strategy(RECOMPUTE, R_NO_OPERATORS))
+
+
+def explain(plan: ChangePlan) -> str:
+    return "\n".join([
+        f"Maintained: {plan.on.qualified_name} ({plan.on.kind_word})",
+        f"Index: {plan.index.qualified_name}",
+        f"Strategy: {plan.strategy.describe()}",
+        "Definition:",
+        f"  {plan.definition.sql(dialect='materialize')}",
+    ])
