@@ -56,6 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--idempotency-key", metavar="APP:N", type=_key,
                      help="apply a single write at most once: rerunning with the same key "
                           "(after a crash or a retry) is skipped")
+    tick = sub.add_parser(
+        "tick", help="bring maintained indexes and materialized views up to date",
+        description="Run one tick of every maintained index (or of one cluster's, or one "
+                    "object's): read what changed in the inputs, apply the changes in one "
+                    "atomic Delta commit, advance the frontier. Safe to retry and to run twice.")
+    tick.add_argument("--cluster", help="only the indexes in this cluster")
+    tick.add_argument("--object", help="only this index, or the indexes of this view")
+    tick.add_argument("--at", type=int, metavar="MS",
+                      help="target time in ms since the epoch (default: every committed write)")
     compact = sub.add_parser(
         "compact", help="advance since and reclaim storage of tables",
         description="For each table (or one): move its read frontier (since) up to its "
@@ -87,6 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with conn:
         if args.command == "compact":
             return _compact(conn, args.table)
+        if args.command == "tick":
+            return _tick(conn, args.cluster, args.object, args.at)
         if getattr(args, "idempotency_key", None) is not None:
             if args.sql is None:
                 print("ERROR: --idempotency-key needs -c with one write statement",
@@ -109,6 +120,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 1
             return run_text(conn, text, sys.stdout, keep_going=args.on_error == "continue")
         return repl(conn)
+
+
+def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None) -> int:
+    import mzflow
+
+    assert isinstance(conn, mzflow.Connection)
+    try:
+        reports = conn.tick(cluster=cluster, object=obj, at=at)
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
+    for report in reports:
+        print(report.line())
+    if not reports:
+        print("nothing to tick: no maintained indexes", file=sys.stderr)
+    return 1 if any(r.error for r in reports) else 0
 
 
 def _compact(conn: object, table: str | None) -> int:

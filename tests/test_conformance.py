@@ -20,9 +20,10 @@ FILES = [
     pytest.param("alter-table-2025.slt", id="alter-table-2025", marks=pytest.mark.slow),
     pytest.param("materialized-views-2022.slt", id="materialized-views-2022",
                  marks=[pytest.mark.slow, pytest.mark.xfail(
-                     strict=True, reason="SHOW FULL MATERIALIZED VIEWS, ALTER … RENAME, EXPLAIN "
-                                         "and mat views as storage objects: the incremental-"
-                                         "maintenance issue")]),
+                     strict=True,
+                     reason="3 records conflict with cluster-2022.slt, an older Materialize "
+                            "(SHOW INDEXES columns, DROP CLUSTER wording) or need log sources "
+                            "(mz_dataflow_operators)")]),
 ]
 
 
@@ -48,6 +49,16 @@ def test_alter_table_skips_only_explain() -> None:
     outcome = run_file(path)
     assert [why for _, why in outcome.skipped] == [
         "EXPLAIN with Materialize's own plan rendering"] * 2
+
+
+@pytest.mark.slow
+def test_materialized_views_fail_only_the_known_records() -> None:
+    path = CORPUS / "materialized-views-2022.slt"
+    if not path.exists():
+        pytest.skip(f"conformance corpus not found at {CORPUS}")
+    outcome = run_file(path)
+    assert [line for line, _ in outcome.failed] == [235, 341, 350]
+    assert outcome.passed == 69
 
 
 def test_cluster_file_has_no_skips() -> None:

@@ -486,6 +486,33 @@ def _drop_cluster(w: Writer, name: str, if_exists: bool, cascade: bool) -> Notic
     return []
 
 
+# -- renames -------------------------------------------------------------------
+
+
+def rename(store: Store, stmt: ast.RenameObject) -> Notices:
+    """ALTER … RENAME TO: the item keeps its ids; stored SQL that names it is rewritten."""
+    kind_sql = stmt.args["kind"]
+    new = stmt.args["to"].name
+    with store.write() as w:
+        item = w.snapshot.resolve(stmt.this.name)
+        wanted = _DROP_KIND[kind_sql]
+        if item.kind != wanted:
+            raise WrongObjectType(
+                f"{item.qualified_name} is not a {_DROP_KIND_WORD[wanted]}",
+                hint=f"Use ALTER {item.kind_word.upper()} to rename a {item.kind_word}.")
+        _check_new_name(w.snapshot, new)
+        old_ref = normalize.sql(normalize.qualified(item.name))
+        new_ref = normalize.sql(normalize.qualified(new))
+        for other in w.snapshot.items:
+            create_sql = other.create_sql.replace(old_ref, new_ref)
+            definition = (other.definition.replace(old_ref, new_ref)
+                          if other.definition else None)
+            if other.id == item.id or create_sql != other.create_sql:
+                w.rename_item(other.id, new if other.id == item.id else None, create_sql,
+                              definition)
+    return []
+
+
 # -- comments ------------------------------------------------------------------
 
 _COMMENT_KINDS = {"TABLE": TABLE, "VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW,

@@ -191,6 +191,15 @@ class Writer:
         ):
             self.conn.execute(table.delete().where(col == item_id))
 
+    def rename_item(self, item_id: str, name: str | None, create_sql: str,
+                    definition: str | None) -> None:
+        self.dirty = True
+        values: dict[str, object] = {"create_sql": create_sql, "definition": definition}
+        if name is not None:
+            values["name"] = name
+        self.conn.execute(migrations.items.update().where(migrations.items.c.id == item_id)
+                          .values(**values))
+
     def set_comment(self, item_id: str, sub: int, text: str | None) -> None:
         self.dirty = True
         t = migrations.comments

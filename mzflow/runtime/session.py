@@ -19,7 +19,7 @@ from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
 from mzflow.render.spark import EvaluationError
-from mzflow.runtime import maintenance, reads, tables, ticks
+from mzflow.runtime import explain, maintenance, reads, tables, ticks
 from mzflow.runtime import show as show_mod
 from mzflow.sql import ast
 from mzflow.sql.parse import parse
@@ -206,6 +206,22 @@ class Connection:
 
         return Result(status="ALTER TABLE", notices=ddl.add_column(self.store, stmt, add))
 
+    def _rename(self, stmt: ast.RenameObject) -> Result:
+        return Result(status=f"ALTER {stmt.args['kind']}", notices=ddl.rename(self.store, stmt))
+
+    def _explain(self, stmt: ast.Explain) -> Result:
+        snap = self.store.snapshot()
+        kind = stmt.args.get("kind")
+        if kind is not None:
+            lines = explain.explain_object(snap, stmt.this.name, kind)
+        else:
+            query = stmt.this.this if isinstance(stmt.this, ast.AsOf) else stmt.this
+            cluster = self.variable("cluster")
+            found = snap.find_cluster(cluster)
+            serve = self._server(snap, found.id, True) if found is not None else None
+            lines = explain.explain_query(snap, _replace_functions(query, snap), serve, cluster)
+        return Result(["Optimized Plan"], [("\n".join(lines) + "\n",)], status="EXPLAIN")
+
     def _comment(self, stmt: exp.Comment) -> Result:
         return Result(status="COMMENT", notices=ddl.comment(self.store, stmt))
 
@@ -349,6 +365,8 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     exp.Delete: Connection._delete,
     exp.Copy: Connection._copy,
     exp.Comment: Connection._comment,
+    ast.RenameObject: Connection._rename,
+    ast.Explain: Connection._explain,
     ast.AsOf: Connection._as_of,
     ast.CreateView: Connection._create_view,
     ast.CreateIndex: Connection._create_index,

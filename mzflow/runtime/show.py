@@ -50,6 +50,12 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
         columns = ["name", "nullable", "type", "comment"]
         rows = [(c.name, c.nullable, c.type, snap.comment(rel.id, pos) or "")
                 for pos, c in enumerate(rel.columns, start=1)]
+    elif kind == "FULL MATERIALIZED VIEWS":
+        columns, rows = ["cluster", "name", "type"], []
+        for (name,) in _show_list(snap, "MATERIALIZED VIEWS", stmt)[1]:
+            cluster = snap.cluster(system.materialized_view_cluster(snap,
+                                                                     snap.resolve(str(name))))
+            rows.append((cluster.name if cluster else None, name, "user"))
     else:
         columns, rows = _show_list(snap, kind, stmt)
     return columns, _filter(columns, rows, stmt)

@@ -122,7 +122,23 @@ class AsOf(exp.Expression):
     arg_types = {"this": True, "at": True, "at_least": False}
 
 
+class RenameObject(exp.Expression):
+    """``ALTER {TABLE|VIEW|MATERIALIZED VIEW|INDEX|SINK} x RENAME TO y``."""
+
+    arg_types = {"kind": True, "this": True, "to": True}
+
+
+class Explain(exp.Expression):
+    """``EXPLAIN [PLAN FOR] <query>`` or ``EXPLAIN [PLAN FOR] {VIEW|MATERIALIZED VIEW|INDEX} x``.
+
+    ``kind`` is None for a query (then ``this`` is the query), else the object kind."""
+
+    arg_types = {"this": True, "kind": False}
+
+
 MZ_NODES = (
+    RenameObject,
+    Explain,
     CreateTable,
     AsOf,
     CreateCluster,

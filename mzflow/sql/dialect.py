@@ -115,6 +115,9 @@ class MzParser(MaterializeParser):
         if self._curr and self._curr.text.upper() == "RESET":
             self._advance()
             return self._parse_mz_reset(system=False)
+        if self._curr and self._curr.text.upper() == "EXPLAIN":
+            self._advance()
+            return self._parse_explain()
         if (
             self._curr
             and self._curr.token_type in self.dialect.tokenizer_class.COMMANDS
@@ -390,8 +393,13 @@ class MzParser(MaterializeParser):
                 self.raise_error("Expected FROM")
             return self.expression(ast.Show(
                 kind="COLUMNS", on=self._expect_object(), **self._parse_like_or_where()))
+        full = self._match_words("FULL")
         listing = self._match_any_words(SHOW_LISTS)
+        if full and listing != "MATERIALIZED VIEWS":
+            self.raise_error("Expected MATERIALIZED VIEWS after SHOW FULL")
         if listing is not None:
+            if full:
+                listing = "FULL MATERIALIZED VIEWS"
             schema = self._expect_object("schema name") if self._match(TokenType.FROM) else None
             cluster = self._parse_in_cluster()
             return self.expression(ast.Show(
@@ -404,6 +412,16 @@ class MzParser(MaterializeParser):
         return self.expression(ast.Show(kind="VARIABLE", this=exp.to_identifier(name)))
 
     # -- SET / RESET / ALTER ---------------------------------------------------
+
+    def _parse_explain(self) -> ast.Explain:
+        self._match_text_seq("PLAN", "FOR")
+        kind = self._match_any_words((("MATERIALIZED", "VIEW"), ("VIEW",), ("INDEX",)))
+        if kind is not None:
+            return self.expression(ast.Explain(this=self._expect_object(), kind=kind))
+        query = self._parse_statement()
+        if not isinstance(query, exp.Query | ast.AsOf):
+            self.raise_error("Expected a SELECT, VIEW, MATERIALIZED VIEW or INDEX to explain")
+        return self.expression(ast.Explain(this=query))
 
     def _parse_mz_set(self, *, system: bool) -> ast.SetVariable:
         self._match_words("SESSION") or self._match_words("LOCAL")
@@ -431,12 +449,23 @@ class MzParser(MaterializeParser):
             if not options:
                 self.raise_error("Expected cluster options")
             return self.expression(ast.AlterCluster(this=name, options=options))
+        index = self._index
+        kind = self._match_any_words(DROP_KINDS[:-1])
+        if kind is not None:
+            target = self._expect_object()
+            if self._match_words("RENAME"):
+                if not self._match_words("TO"):
+                    self.raise_error("Expected TO after RENAME")
+                return self.expression(ast.RenameObject(
+                    kind=kind, this=target, to=self._expect_name("new name")))
+            self._retreat(index)
         if self._match(TokenType.TABLE, advance=False):
             alter = self._parse_alter()
             if isinstance(alter, exp.Command):
                 self.raise_error("unsupported ALTER TABLE form")
             return alter
-        self.raise_error("Expected CLUSTER, SYSTEM or TABLE after ALTER")
+        self.raise_error("Expected CLUSTER, SYSTEM, TABLE, VIEW, MATERIALIZED VIEW, INDEX or "
+                         "SINK after ALTER")
         raise AssertionError("unreachable")
 
 
@@ -506,6 +535,13 @@ class MzGenerator(MaterializeGenerator):
         least = " AT LEAST" if e.args.get("at_least") else ""
         return f"{self.sql(e.this)} AS OF{least} {self.sql(e.args['at'])}"
 
+    def renameobject_sql(self, e: ast.RenameObject) -> str:
+        return f"ALTER {e.args['kind']} {self.sql(e.this)} RENAME TO {self.sql(e.args['to'])}"
+
+    def explain_sql(self, e: ast.Explain) -> str:
+        kind = e.args.get("kind")
+        return f"EXPLAIN {kind + ' ' if kind else ''}{self.sql(e.this)}"
+
     def dropobjects_sql(self, e: ast.DropObjects) -> str:
         exists = " IF EXISTS" if e.args.get("exists") else ""
         cascade = " CASCADE" if e.args.get("cascade") else ""
@@ -546,6 +582,8 @@ class MzGenerator(MaterializeGenerator):
     TRANSFORMS = {
         **MaterializeGenerator.TRANSFORMS,
         ast.Option: option_sql,
+        ast.RenameObject: renameobject_sql,
+        ast.Explain: explain_sql,
         ast.CreateTable: createtable_sql,
         ast.VersionAdded: versionadded_sql,
         ast.VersionedTable: versionedtable_sql,
@@ -565,7 +603,8 @@ class MzGenerator(MaterializeGenerator):
 class Mz(Materialize):
     class Tokenizer(Materialize.Tokenizer):
         # RESET is a statement of ours, not an opaque command.
-        KEYWORDS = {k: v for k, v in Materialize.Tokenizer.KEYWORDS.items() if k != "RESET"}
+        KEYWORDS = {k: v for k, v in Materialize.Tokenizer.KEYWORDS.items()
+                    if k not in ("RESET", "EXPLAIN")}
         # A command token makes the tokenizer swallow the rest of the statement as one
         # string; SHOW has a real grammar here.
         COMMANDS = Materialize.Tokenizer.COMMANDS - {TokenType.SHOW}
