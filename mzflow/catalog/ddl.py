@@ -128,12 +128,31 @@ CreateShard = Callable[[Item, int], None]
 AddToShard = Callable[[Item, Column, int], None]
 
 
-def _retention(options: list[ast.Option]) -> int | None:
+REFRESH_MODES = ("auto", "incremental")
+
+
+def refresh_mode(options: list[ast.Option]) -> str:
+    """``REFRESH = 'incremental'`` refuses definitions that would be recomputed;
+    ``'auto'`` (the default) recomputes them and says why in EXPLAIN."""
+    for opt in options:
+        if opt.name == "REFRESH":
+            value = opt.args.get("value")
+            mode = value.name.lower() if value is not None else ""
+            if mode not in REFRESH_MODES:
+                raise InvalidOption(f"invalid REFRESH mode '{mode}'",
+                                    hint="valid modes are 'auto' and 'incremental'")
+            return mode
+    return "auto"
+
+
+def _retention(options: list[ast.Option], allow_refresh: bool = False) -> int | None:
     retain = None
     for opt in options:
         value = opt.args.get("value")
         if opt.name == "RETAIN HISTORY" and isinstance(value, exp.Literal) and value.is_string:
             retain = intervals.to_ms(value.name)
+        elif opt.name == "REFRESH" and allow_refresh:
+            refresh_mode([opt])
         else:
             raise InvalidOption(f'unexpected option "{opt.name}"',
                                 hint="valid: RETAIN HISTORY FOR '<interval>'")
@@ -213,7 +232,7 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
         raise InvalidOption("a view takes no options: it stores nothing",
                             hint="RETAIN HISTORY applies to tables, indexes and "
                                  "materialized views")
-    retain = _retention(options)
+    retain = _retention(options, allow_refresh=True)
     kind = MATERIALIZED_VIEW if materialized else VIEW
     word = "materialized view" if materialized else "view"
     if stmt.args.get("replace") and stmt.args.get("exists"):
@@ -244,7 +263,10 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
         if stmt.args.get("columns"):
             col_sql = f" ({', '.join(normalize.quoted(c.name) for c in columns)})"
         cluster_sql = f" IN CLUSTER {normalize.quoted(cluster.name)}" if cluster else ""
-        create_sql = (f"CREATE {word.upper()} {qualified}{col_sql}{cluster_sql} AS {definition}")
+        opts_sql = (f" WITH ({', '.join(normalize.sql(o) for o in options)})"
+                    if options else "")
+        create_sql = (f"CREATE {word.upper()} {qualified}{col_sql}{cluster_sql}{opts_sql} AS "
+                      f"{definition}")
         if existing is not None:
             _drop(w, [existing], cascade=False)
         # A materialized view belongs to a cluster through its default index only, so

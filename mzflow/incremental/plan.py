@@ -57,6 +57,22 @@ def definition_of(on: Item) -> exp.Query:
     return exp.select("*").from_(exp.to_table(on.name))
 
 
+def strategy_for(query: exp.Query) -> Strategy:
+    """How a tick maintains ``query``. Every plan is recomputed until the incremental
+    operators land; they will return INCREMENTAL for the plans they cover."""
+    return Strategy(RECOMPUTE, R_NO_OPERATORS)
+
+
+def require_incremental(query: exp.Query, name: str) -> None:
+    """``WITH (REFRESH = 'incremental')``: refuse what would be recomputed, saying why."""
+    strategy = strategy_for(query)
+    if strategy.kind != INCREMENTAL:
+        raise Unsupported(
+            f"materialized view {name} cannot be maintained incrementally: "
+            f"{strategy.code}: {strategy.reason}",
+            hint="drop REFRESH = 'incremental' to let mzflow recompute it on every tick")
+
+
 def derive(snap: Snapshot, index: Item) -> ChangePlan:
     if index.kind != INDEX or index.on_id is None:
         raise Unsupported(f"{index.qualified_name} is not an index")
@@ -64,8 +80,7 @@ def derive(snap: Snapshot, index: Item) -> ChangePlan:
     query = definition_of(on)
     if on.kind == MATERIALIZED_VIEW:
         check_deterministic(query, "materialized views")
-    return ChangePlan(index=index, on=on, definition=query,
-                      strategy=Strategy(RECOMPUTE, R_NO_OPERATORS))
+    return ChangePlan(index=index, on=on, definition=query, strategy=strategy_for(query))
 
 
 def explain(plan: ChangePlan) -> str:

@@ -18,6 +18,7 @@ from mzflow.catalog import ddl, frontiers, intervals
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
+from mzflow.incremental.plan import require_incremental
 from mzflow.render.spark import EvaluationError
 from mzflow.runtime import explain, maintenance, reads, tables, ticks
 from mzflow.runtime import show as show_mod
@@ -184,6 +185,8 @@ class Connection:
                 shutil.rmtree(path, ignore_errors=True)
 
     def _create_view(self, stmt: ast.CreateView) -> Result:
+        if ddl.refresh_mode(stmt.args.get("options") or []) == "incremental":
+            require_incremental(stmt.args["query"], stmt.this.name)
         notices = ddl.create_view(self.store, stmt, self.variable("cluster"))
         kind = "MATERIALIZED VIEW" if stmt.args.get("materialized") else "VIEW"
         return Result(status=f"CREATE {kind}", notices=notices)
