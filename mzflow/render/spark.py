@@ -119,7 +119,67 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
             table.set("this", exp.to_identifier(views[table.name]))
             if not table.args.get("alias"):
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    # Innermost first, so an outer rewrite copies already rewritten subqueries.
+    for select in reversed(list(query.find_all(exp.Select))):
+        on = select.args.get("distinct") and select.args["distinct"].args.get("on")
+        if isinstance(on, exp.Tuple):
+            rewritten = _without_distinct_on(select, on)
+            if select is query:
+                query = rewritten
+            else:
+                select.replace(rewritten)
     return query.sql(dialect="spark")
+
+
+def _without_distinct_on(select: exp.Select, on: exp.Tuple) -> exp.Select:
+    """``SELECT DISTINCT ON (keys) … ORDER BY … LIMIT …`` → the first row per key by a
+    ``ROW_NUMBER`` window, with the ORDER BY, LIMIT and OFFSET applied to the result.
+
+    sqlglot's own rewrite for Spark moves the ORDER BY into the window (the result loses
+    its order) and leaves LIMIT/OFFSET inside, where they cut rows before the first of
+    each group is picked.
+    """
+    inner = select.copy()
+    inner.set("distinct", None)
+    order, limit, offset = (inner.args.get(k) for k in ("order", "limit", "offset"))
+    for k in ("order", "limit", "offset"):
+        inner.set(k, None)
+    projections: list[exp.Expr] = []
+    names: list[str] = []
+    by_name: dict[str, exp.Expr] = {}
+    for i, p in enumerate(inner.selects):
+        name = p.alias_or_name if isinstance(p, exp.Alias | exp.Column) else ""
+        name = name or f"_mz_c{i}"
+        names.append(name)
+        by_name.setdefault(name, p.unalias())
+        projections.append(exp.alias_(p.unalias().copy(), name, quoted=True))
+    window_keys: list[exp.Ordered] = []
+    outer_keys: list[exp.Ordered] = []
+    for j, ordered in enumerate(order.expressions if order else []):
+        key = ordered.this
+        if isinstance(key, exp.Column) and not key.table and key.name in by_name:
+            expr, ref = by_name[key.name], key.name
+        else:
+            expr, ref = key, f"_mz_o{j}"
+            projections.append(exp.alias_(key.copy(), ref, quoted=True))
+        window_keys.append(ordered.__class__(**{**ordered.args, "this": expr.copy()}))
+        outer_keys.append(ordered.__class__(
+            **{**ordered.args, "this": exp.column(ref, table="_mz_t", quoted=True)}))
+    if not window_keys:  # no ORDER BY: any row of each group will do
+        window_keys = [exp.Ordered(this=e.copy()) for e in on.expressions]
+    window = exp.Window(this=exp.RowNumber(),
+                        partition_by=[e.copy() for e in on.expressions],
+                        order=exp.Order(expressions=window_keys))
+    projections.append(exp.alias_(window, "_mz_rn", quoted=True))
+    inner.set("expressions", projections)
+    outer = exp.select(*[exp.alias_(exp.column(n, table="_mz_t", quoted=True), n, quoted=True)
+                         for n in names]).from_(inner.subquery("_mz_t"))
+    outer = outer.where(exp.column("_mz_rn", table="_mz_t", quoted=True).eq(1))
+    if outer_keys:
+        outer.set("order", exp.Order(expressions=outer_keys))
+    outer.set("limit", limit)
+    outer.set("offset", offset)
+    return outer
 
 
 def run(query: exp.Query, relations: Mapping[str, Relation]) -> list[tuple[Any, ...]]:

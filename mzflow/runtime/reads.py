@@ -41,7 +41,9 @@ class Plan:
 
     @property
     def needs_spark(self) -> bool:
-        return bool(self.tables or self.indexes)
+        # The in-process executor is for catalog queries; it cannot evaluate VALUES.
+        return bool(self.tables or self.indexes) or (
+            not self.bound.system_tables and self.query.find(exp.Values) is not None)
 
 
 def plan(snap: Snapshot, query: exp.Query,
