@@ -26,6 +26,14 @@ demo: install
 	@rm -rf $(DEMO_HOME)
 	@echo "== catalog: conf/example/catalog.sql (home: $(DEMO_HOME))"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/catalog.sql
+	@echo "== first batch, then a tick of every maintained index"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/data.sql
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
+	@echo "== second batch (update, delete, insert), tick again"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/more.sql
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
 	@echo "== what the catalog now holds"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/inspect.sql
 
