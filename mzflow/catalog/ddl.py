@@ -527,6 +527,12 @@ def rename(store: Store, stmt: ast.RenameObject) -> Notices:
         new_ref = normalize.sql(normalize.qualified(new))
         for other in w.snapshot.items:
             create_sql = other.create_sql.replace(old_ref, new_ref)
+            if other.id == item.id and item.kind == INDEX:
+                # An index's own name is not schema-qualified in its CREATE INDEX.
+                old_head = f"CREATE INDEX {normalize.quoted(item.name)} "
+                if create_sql.startswith(old_head):
+                    create_sql = (f"CREATE INDEX {normalize.quoted(new)} "
+                                  f"{create_sql[len(old_head):]}")
             definition = (other.definition.replace(old_ref, new_ref)
                           if other.definition else None)
             if other.id == item.id or create_sql != other.create_sql:

@@ -97,8 +97,9 @@ class Writer:
         self.dropped: list[Item] = []  # items deleted in this transaction
 
     def allocate_ts(self) -> int:
-        """The next write timestamp: wall-clock milliseconds, never going backwards."""
-        ts = max(now_ms(), _meta_int(self.conn, "oracle_ts") + 1)
+        """The next write timestamp: wall-clock milliseconds, never going backwards, and
+        after every time this transaction has seen (an orphaned commit's included)."""
+        ts = max(now_ms(), _meta_int(self.conn, "oracle_ts") + 1, self.snapshot.read_ts + 1)
         _set_meta(self.conn, "oracle_ts", ts)
         return ts
 

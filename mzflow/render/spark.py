@@ -119,6 +119,9 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
             table.set("this", exp.to_identifier(views[table.name]))
             if not table.args.get("alias"):
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    divided = query.transform(_integer_division, copy=False)
+    assert isinstance(divided, exp.Query)
+    query = divided
     # Innermost first, so an outer rewrite copies already rewritten subqueries.
     for select in reversed(list(query.find_all(exp.Select))):
         on = select.args.get("distinct") and select.args["distinct"].args.get("on")
@@ -129,6 +132,19 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
             else:
                 select.replace(rewritten)
     return query.sql(dialect="spark")
+
+
+def _integer_division(node: exp.Expr) -> exp.Expr:
+    """PostgreSQL's ``/`` on integers truncates. sqlglot writes that for Spark as a double
+    division cast back to BIGINT, which is wrong past 2**53 (``9223372036854775807 / 2``);
+    Spark's ``DIV`` divides integers exactly."""
+    if isinstance(node, exp.Div) and node.args.get("typed"):
+        left, right = node.left, node.right
+        if (left.is_type(*exp.DataType.INTEGER_TYPES)
+                and right.is_type(*exp.DataType.INTEGER_TYPES)):
+            return exp.IntDiv(this=exp.cast(left, exp.DType.BIGINT),
+                              expression=exp.cast(right, exp.DType.BIGINT))
+    return node
 
 
 def _without_distinct_on(select: exp.Select, on: exp.Tuple) -> exp.Select:

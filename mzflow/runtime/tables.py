@@ -234,7 +234,7 @@ def _adopt_orphan(w: Writer, shard: Shard) -> None:
 def _with_rowids(w: Writer, shard: Shard, data: pa.Table) -> pa.Table:
     top = shard.max_rowid()
     unused = w.allocate_rowids(0)
-    if False and top is not None and top >= unused:  # ids an orphaned commit already wrote
+    if top is not None and top >= unused:  # ids an orphaned commit already wrote
         w.allocate_rowids(top + 1 - unused)
     first = w.allocate_rowids(data.num_rows)
     ids = pa.array(range(first, first + data.num_rows), type=pa.int64())
