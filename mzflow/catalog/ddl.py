@@ -303,13 +303,15 @@ def _rename_columns(columns: tuple[Column, ...], names: list[exp.Identifier] | N
 # -- indexes -------------------------------------------------------------------
 
 
-def _index_name(snap: Snapshot, on: Item, keys: list[IndexKey] | None, default: bool) -> str:
+def _index_name(w: Writer, on: Item, keys: list[IndexKey] | None, default: bool) -> str:
     if default or not keys:
         base = f"{on.name}_primary_idx"
     else:
         base = "_".join([on.name] + [k.column or "expr" for k in keys] + ["idx"])
+    # Names dropped earlier in this transaction (CREATE OR REPLACE) are free again.
+    freed = {d.name for d in w.dropped}
     name, n = base, 0
-    while snap.find(name) is not None:
+    while w.snapshot.find(name) is not None and name not in freed:
         n += 1
         name = f"{base}{n}"
     return name
@@ -320,7 +322,7 @@ def _insert_index(w: Writer, on: Item, cluster: Cluster, keys: list[IndexKey] | 
     if keys is None:
         # Default key: a known unique key, else all columns (no unique keys are known yet).
         keys = [IndexKey(column=c.name, expression=None) for c in on.columns]
-    name = name or _index_name(w.snapshot, on, keys, default)
+    name = name or _index_name(w, on, keys, default)
     key_sql = ", ".join(normalize.quoted(k.column) if k.column else f"({k.expression})"
                         for k in keys)
     create_sql = (f"CREATE INDEX {normalize.quoted(name)} IN CLUSTER "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from sqlglot import exp
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.errors import ErrorLevel, TokenError
 from sqlglot.errors import ParseError as SqlglotParseError
 
@@ -41,7 +42,9 @@ def parse(sql: str) -> list[exp.Expr]:
         if isinstance(tree, exp.Command):
             # Defensive: the dialect should never produce one.
             raise ParseError(f"{tree.name} is not supported", line=1, column=1)
-        statements.append(tree)
+        # PostgreSQL semantics: unquoted identifiers fold to lower case, quoted ones
+        # keep their case. Everything downstream compares names exactly.
+        statements.append(normalize_identifiers(tree, dialect=DIALECT))
     return statements
 
 
