@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mzflow.catalog import frontiers
-from mzflow.catalog.model import TABLE
-from mzflow.catalog.store import Store
-from mzflow.storage.delta import Shard
+from mzflow.catalog.model import INDEX, TABLE, Item
+from mzflow.catalog.store import Store, Writer
+from mzflow.storage.delta import IndexShard, Shard
 
 log = logging.getLogger("mzflow.compact")
 
@@ -36,6 +36,8 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
     with store.write() as w:
         snap = w.snapshot
         for item in snap.items:
+            if item.kind == INDEX and (only is None or item.name == only):
+                out.append(_compact_index(w, warehouse, item))
             if item.kind != TABLE or (only is not None and item.name != only):
                 continue
             shard = Shard(warehouse / item.id)
@@ -52,3 +54,18 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
                      result.table, since, keep_from, result.files_removed)
             out.append(result)
     return out
+
+
+def _compact_index(w: Writer, warehouse: Path, index: Item) -> Compacted:
+    shard = IndexShard(warehouse / index.id)
+    if not shard.exists():
+        return Compacted(index.qualified_name, 0, 0, -1, 0, 0)
+    done, _ = shard.state()
+    # An index's since never passes what it holds: a serializable read at its upper
+    # must still find its files.
+    since = min(done, frontiers.since(index, w.snapshot))
+    keep_from = shard.version_at(since) or 0
+    stats = shard.compact(keep_from, done)
+    w.set_since(index.id, since)
+    return Compacted(index.qualified_name, since, keep_from, shard.version(),
+                     stats["removed_files"], int(stats["optimize"].get("numFilesRemoved", 0)))

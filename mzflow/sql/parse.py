@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 from sqlglot import exp
-from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 from sqlglot.errors import ErrorLevel, TokenError
 from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mzflow.errors import ParseError
 from mzflow.sql.dialect import Mz
