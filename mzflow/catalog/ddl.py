@@ -41,6 +41,7 @@ from mzflow.errors import (
     WrongObjectType,
 )
 from mzflow.sql import ast
+from mzflow.sql.ast import VersionedTable
 
 Notices = list[str]
 
@@ -325,9 +326,13 @@ def _insert_index(w: Writer, on: Item, cluster: Cluster, keys: list[IndexKey] | 
     name = name or _index_name(w, on, keys, default)
     key_sql = ", ".join(normalize.quoted(k.column) if k.column else f"({k.expression})"
                         for k in keys)
+    target = normalize.qualified(on.name)
+    if on.kind == TABLE:
+        # An index on a table is built on one version of it (Materialize's stored form).
+        target = VersionedTable(**target.args, item_id=exp.to_identifier(on.id),
+                                version=exp.Literal.number(on.version))
     create_sql = (f"CREATE INDEX {normalize.quoted(name)} IN CLUSTER "
-                  f"{normalize.quoted(cluster.name)} ON "
-                  f"{normalize.sql(normalize.qualified(on.name))} ({key_sql})")
+                  f"{normalize.quoted(cluster.name)} ON {normalize.sql(target)} ({key_sql})")
     item = _new_item(w, name=name, kind=INDEX, create_sql=create_sql, cluster_id=cluster.id,
                      on_id=on.id, keys=tuple(keys), depends_on=(on.id,),
                      is_default_index=default, retain_history_ms=retain)

@@ -10,13 +10,15 @@ operator.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from sqlglot import exp
 
 from mzflow.catalog.determinism import check_deterministic
-from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
+from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Column, Item, Snapshot
 from mzflow.errors import Unsupported
+from mzflow.sql.ast import VersionedTable
 from mzflow.sql.parse import parse_query
 
 INCREMENTAL = "incremental"
@@ -49,12 +51,18 @@ class ChangePlan:
     on: Item  # the object it maintains
     definition: exp.Query  # SELECT over the object, as stored
     strategy: Strategy
+    columns: tuple[Column, ...]  # what the index holds
 
 
-def definition_of(on: Item) -> exp.Query:
+def definition_of(on: Item, index: Item) -> tuple[exp.Query, tuple[Column, ...]]:
     if on.definition is not None:
-        return parse_query(on.definition)
-    return exp.select("*").from_(exp.to_table(on.name))
+        return parse_query(on.definition), on.columns
+    # An index on a table holds the version of the table it was created on.
+    m = re.search(r"VERSION (\d+)\]", index.create_sql)
+    version = int(m.group(1)) if m else on.version
+    pinned = VersionedTable(this=exp.to_identifier(on.name), item_id=exp.to_identifier(on.id),
+                            version=exp.Literal.number(version))
+    return exp.select("*").from_(pinned), on.columns_at(version)
 
 
 def strategy_for(query: exp.Query) -> Strategy:
@@ -77,10 +85,11 @@ def derive(snap: Snapshot, index: Item) -> ChangePlan:
     if index.kind != INDEX or index.on_id is None:
         raise Unsupported(f"{index.qualified_name} is not an index")
     on = snap.item(index.on_id)
-    query = definition_of(on)
+    query, columns = definition_of(on, index)
     if on.kind == MATERIALIZED_VIEW:
         check_deterministic(query, "materialized views")
-    return ChangePlan(index=index, on=on, definition=query, strategy=strategy_for(query))
+    return ChangePlan(index=index, on=on, definition=query, strategy=strategy_for(query),
+                      columns=columns)
 
 
 def explain(plan: ChangePlan) -> str:

@@ -6,6 +6,7 @@ store, so any number of sessions (processes) may share one home.
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -306,7 +307,9 @@ class Connection:
                 if error is not None:
                     raise EvaluationError(error)
             rows = reads.run_spark(snap, p, self.config.warehouse, at)
-        return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}")
+        notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
+        return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
+                      notices=notices)
 
     def _server(self, snap: Snapshot, cluster_id: int, any_state: bool
                 ) -> Callable[[Item], Item | None]:
@@ -340,6 +343,19 @@ class Connection:
 
     def _as_of(self, stmt: ast.AsOf) -> Result:
         return self._select(stmt.this, at=reads.as_of_value(stmt.args["at"]))
+
+
+def _stale_index_notices(snap: Snapshot, p: reads.Plan, cluster_id: int | None) -> list[str]:
+    """An index built on an older version of a table cannot serve newer-version reads."""
+    out = []
+    for _, table, version in p.tables:
+        for index in snap.indexes_on(table.id):
+            m = re.search(r"VERSION (\d+)\]", index.create_sql)
+            if index.cluster_id == cluster_id and m and int(m.group(1)) < version:
+                out.append(f"index {index.qualified_name} was created for version "
+                           f"{m.group(1)} of {table.qualified_name} and cannot be used to "
+                           f"read version {version}; recreate it to use it")
+    return out
 
 
 def _replace_functions(query: exp.Query, snap: Snapshot) -> exp.Query:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from mzflow.catalog.model import INDEX, Item, Snapshot
+from mzflow.catalog import sizes
+from mzflow.catalog.model import INDEX, Column, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
 from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.runtime import reads
@@ -53,25 +54,25 @@ def index_shard(warehouse: Path, index: Item) -> IndexShard:
     return IndexShard(warehouse / index.id)
 
 
-def _targets(on: Item) -> list[Target]:
-    return [Target(c.name, c.type, True) for c in on.columns]
+def _targets(columns: tuple[Column, ...]) -> list[Target]:
+    return [Target(c.name, c.type, True) for c in columns]
 
 
-def _schema(on: Item) -> pa.Schema:
-    return arrow_schema([(c.name, c.type, True) for c in on.columns])
+def _schema(columns: tuple[Column, ...]) -> pa.Schema:
+    return arrow_schema([(c.name, c.type, True) for c in columns])
 
 
-def ensure_shard(warehouse: Path, index: Item, on: Item) -> IndexShard:
+def ensure_shard(warehouse: Path, index: Item, columns: tuple[Column, ...]) -> IndexShard:
     shard = index_shard(warehouse, index)
     if not shard.exists():
-        shard.create_index(_schema(on), -1)
+        shard.create_index(_schema(columns), -1)
     return shard
 
 
 def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickReport:
     started = time.perf_counter()
     plan = derive(snap, index)
-    shard = ensure_shard(warehouse, index, plan.on)
+    shard = ensure_shard(warehouse, index, plan.columns)
     done_through, error = shard.state()
     version_before = shard.version()
     if done_through >= at:
@@ -91,7 +92,7 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickRep
     if changes is not None and changes.num_rows:
         version = shard.apply(changes, at, app_id)
     else:
-        version = shard.mark(at, app_id, new_error, _schema(plan.on).append(
+        version = shard.mark(at, app_id, new_error, _schema(plan.columns).append(
             pa.field(KEY, pa.string(), nullable=False)).append(
             pa.field(COUNT, pa.int64(), nullable=False)))
     report = TickReport(index.qualified_name, plan.on.qualified_name,
@@ -110,10 +111,15 @@ def _recompute(snap: Snapshot, warehouse: Path, plan: ChangePlan, shard: IndexSh
     p = reads.plan(snap, plan.definition)
     reads.check_time(snap, (item for _, item, _ in p.tables), at)
     relations = reads.relations(p, warehouse, at)
+    # The cluster's SIZE picks the tick's Spark resources (shuffle parallelism here;
+    # executor cores and memory apply when the cluster has its own Spark application).
+    cluster = snap.cluster(plan.index.cluster_id)
+    size = sizes.of_cluster(cluster.virtual, cluster.size) if cluster else sizes.VIRTUAL_SIZE
+    spark.session().conf.set("spark.sql.shuffle.partitions", str(size.shuffle_partitions))
     rows_read = sum(_rows_in(f) for rel in relations.values() for f in rel.files)
     files_read = sum(len(rel.files) for rel in relations.values())
-    columns = [c.name for c in plan.on.columns]
-    old_ddl = spark_ddl([(c.name, c.type) for c in plan.on.columns] + [(KEY, "text"),
+    columns = [c.name for c in plan.columns]
+    old_ddl = spark_ddl([(c.name, c.type) for c in plan.columns] + [(KEY, "text"),
                                                                         (COUNT, "bigint")])
     with spark.registered(relations) as views:
         try:
@@ -123,7 +129,7 @@ def _recompute(snap: Snapshot, warehouse: Path, plan: ChangePlan, shard: IndexSh
             raise
         except Exception as e:
             raise spark.translate_error(e) from None
-    values = conform(changed.select(list(range(len(columns)))), _targets(plan.on))
+    values = conform(changed.select(list(range(len(columns)))), _targets(plan.columns))
     changed = values.append_column(pa.field(KEY, pa.string(), nullable=False),
                                    changed.column(KEY).cast(pa.string())).append_column(
         pa.field(COUNT, pa.int64(), nullable=False), changed.column(COUNT).cast(pa.int64()))

@@ -106,9 +106,11 @@ class MzParser(MaterializeParser):
         if not self._match(TokenType.R_BRACKET):
             self.raise_error("Expected ]")
         table = ast.VersionedTable(**name.args, item_id=item_id, version=version)
-        alias = super()._parse_table_alias()
-        if alias is not None:
-            table.set("alias", alias)
+        # `ON [u1 AS … VERSION 0] (a)` in CREATE INDEX: the parenthesis is the key list.
+        if self._curr and self._curr.token_type != TokenType.L_PAREN:
+            alias = super()._parse_table_alias()
+            if alias is not None:
+                table.set("alias", alias)
         return self.expression(table)
 
     def _parse_statement(self) -> exp.Expr | None:
