@@ -74,7 +74,13 @@ def type_name(dtype: exp.DataType | None) -> str:
     if dtype is None:
         return "text"
     key = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
-    return _TYPE_NAMES.get(key, dtype.sql(dialect=DIALECT).lower())
+    name = _TYPE_NAMES.get(key, dtype.sql(dialect=DIALECT).lower())
+    # Keep type modifiers: numeric(12,2) and varchar(10) constrain what may be stored.
+    params = [p.this.name if isinstance(p, exp.DataTypeParam) else p.name
+              for p in dtype.expressions]
+    if params and key in ("DECIMAL", "VARCHAR", "CHAR"):
+        return f"{name}({','.join(params)})"
+    return name
 
 
 def output_name(projection: exp.Expr) -> str:

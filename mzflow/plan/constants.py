@@ -33,7 +33,9 @@ def evaluate(node: exp.Expr) -> Any:
         return int(text)
     if isinstance(node, exp.Neg):
         value = evaluate(node.this)
-        if isinstance(value, int | Decimal):
+        if isinstance(value, Decimal):
+            return value.copy_negate()  # exact: no rounding to the context's precision
+        if isinstance(value, int):
             return -value
         raise NotConstant(node.sql())
     if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal | exp.Null):

@@ -134,6 +134,10 @@ def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.
             except (ValueError, TypeError, InvalidOperation, OverflowError):
                 raise TypeMismatch(f'invalid input syntax for type {target.type}: "{value}"',
                                    detail=_where(i, target.name)) from None
+            limit = parse_type(target.type).max_length
+            if limit is not None and isinstance(converted, str) and len(converted) > limit:
+                raise TypeMismatch(f"value too long for type {target.type}",
+                                   detail=_where(i, target.name))
             if converted is None and not target.nullable:
                 raise NotNullViolation(
                     f'null value in column "{target.name}" violates not-null constraint',
@@ -143,8 +147,9 @@ def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.
             arrays.append(pa.array(out, type=arrow))
         except (pa.ArrowInvalid, OverflowError) as e:
             bad = _first_bad(out, arrow)
-            raise TypeMismatch(f"value out of range for type {target.type}: {e}",
-                               detail=_where(bad, target.name)) from None
+            what = ("numeric field overflow" if pa.types.is_decimal(arrow)
+                    else f"value out of range for type {target.type}: {e}")
+            raise TypeMismatch(what, detail=_where(bad, target.name)) from None
     schema = pa.schema([pa.field(t.name, parse_type(t.type).arrow, nullable=t.nullable)
                         for t in targets])
     return pa.Table.from_arrays(arrays, schema=schema)
@@ -176,6 +181,14 @@ def conform(table: pa.Table, targets: Sequence[Target], *, first_row: int = 1) -
                 from_values([[v] for v in values], [target])
                 raise TypeMismatch(f"cannot convert {table.column(j).type} to {target.type}",
                                    detail=f'column "{target.name}"') from None
+        limit = parse_type(target.type).max_length
+        if limit is not None and len(column) and pa.types.is_string(column.type):
+            lengths = pc.utf8_length(column)
+            longest = pc.max(lengths).as_py()
+            if longest is not None and longest > limit:
+                row = pc.index(pc.greater(lengths, limit), True).as_py() + first_row
+                raise TypeMismatch(f"value too long for type {target.type}",
+                                   detail=_where(row, target.name))
         if not target.nullable and column.null_count:
             nulls = pc.is_null(column)
             row = pc.index(nulls, True).as_py() + first_row

@@ -25,6 +25,7 @@ class SqlType:
     name: str  # canonical catalog name
     arrow: pa.DataType
     spark: str  # Spark SQL DDL type
+    max_length: int | None = None  # varchar(n)
 
     @property
     def is_text(self) -> bool:
@@ -39,6 +40,7 @@ _SIMPLE: dict[str, tuple[pa.DataType, str]] = {
     "double precision": (pa.float64(), "double"),
     "text": (pa.string(), "string"),
     "character varying": (pa.string(), "string"),
+    "character": (pa.string(), "string"),
     "boolean": (pa.bool_(), "boolean"),
     "date": (pa.date32(), "date"),
     "timestamp without time zone": (pa.timestamp("us"), "timestamp_ntz"),
@@ -74,8 +76,9 @@ def parse_type(name: str) -> SqlType:
     if base not in _SIMPLE:
         raise Unsupported(f"type {name!r} is not supported",)
     arrow, spark = _SIMPLE[base]
-    canon = f"{base}({p})" if p and base == "character varying" else base
-    return SqlType(canon, arrow, spark)
+    if p and base in ("character varying", "character"):
+        return SqlType(f"{base}({p})", arrow, spark, max_length=int(p))
+    return SqlType(base, arrow, spark)
 
 
 def arrow_schema(columns: list[tuple[str, str, bool]]) -> pa.Schema:
