@@ -14,7 +14,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from mzflow.catalog import intervals, normalize, sizes
-from mzflow.catalog.bind import bind, output_name, type_name
+from mzflow.catalog.bind import bind, type_name
 from mzflow.catalog.determinism import check_deterministic
 from mzflow.catalog.model import (
     INDEX,
@@ -585,7 +585,3 @@ def set_system(store: Store, name: str, value: str | None) -> Notices:
     with store.write() as w:
         w.set_setting(name, value)
     return []
-
-
-def output_names_of(query: exp.Query) -> list[str]:
-    return [output_name(p) for p in query.selects]

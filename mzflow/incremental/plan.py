@@ -90,13 +90,3 @@ def derive(snap: Snapshot, index: Item) -> ChangePlan:
         check_deterministic(query, "materialized views")
     return ChangePlan(index=index, on=on, definition=query, strategy=strategy_for(query),
                       columns=columns)
-
-
-def explain(plan: ChangePlan) -> str:
-    return "\n".join([
-        f"Maintained: {plan.on.qualified_name} ({plan.on.kind_word})",
-        f"Index: {plan.index.qualified_name}",
-        f"Strategy: {plan.strategy.describe()}",
-        "Definition:",
-        f"  {plan.definition.sql(dialect='materialize')}",
-    ])
