@@ -50,6 +50,7 @@ class Shard:
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self._dt: Any = None  # the open table; a statement opens it once
 
     # -- write side ------------------------------------------------------------
 
@@ -66,7 +67,7 @@ class Shard:
         from deltalake import write_deltalake
 
         top = pc.max(data.column(ROWID)).as_py() if ROWID in data.column_names else None
-        write_deltalake(str(self.path), data, mode="append",
+        write_deltalake(self._table(), data, mode="append",
                         commit_properties=_props(ts, txn, top))
         return self.version()
 
@@ -180,9 +181,15 @@ class Shard:
         return {"optimize": stats, "removed_files": len(removed)}
 
     def _table(self) -> Any:
+        """The table at its newest version. Opening replays the log; an open table only
+        reads the commits since (update_incremental), which keeps small writes cheap."""
         from deltalake import DeltaTable
 
-        return DeltaTable(str(self.path))
+        if self._dt is None:
+            self._dt = DeltaTable(str(self.path))
+        else:
+            self._dt.update_incremental()
+        return self._dt
 
 
 def _props(ts: int, txn: tuple[str, int] | None, max_rowid: int | None = None) -> Any:
