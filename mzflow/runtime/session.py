@@ -284,16 +284,17 @@ class Connection:
         snap = self.store.snapshot()
         stmt = _replace_functions(stmt, snap)
         cluster = None
-        if reads.plan(snap, stmt).bound.depends_on:
+        p = reads.plan(snap, stmt)
+        if p.bound.depends_on:
             # Reading user objects needs a cluster to run in (the cluster design).
             cluster = snap.cluster_by_name(self.variable("cluster"))
         strict = self.variable("transaction_isolation") == "strict serializable"
         if at is not None and at > snap.read_ts:
             snap = self._advance_to(at)
-        serve = None
         if cluster is not None:
-            serve = self._server(snap, cluster.id, strict or at is not None)
-        p = reads.plan(snap, stmt, serve)
+            # Plan again with the cluster's indexes serving the views they maintain;
+            # catalog-only queries never get here and are planned once.
+            p = reads.plan(snap, stmt, self._server(snap, cluster.id, strict or at is not None))
         if not p.needs_spark:
             rows = reads.run_local(snap, p)
         else:
