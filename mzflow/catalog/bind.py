@@ -189,7 +189,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     except Exception as e:  # sqlglot optimizer internals on constructs it cannot type
         raise Unsupported(f"cannot plan this query: {e}") from None
     columns = tuple(
-        Column(name=name, type=_type_of(proj), nullable=_nullable(proj, nullable))
+        Column(name=name, type=_type_of(proj, nullable), nullable=_nullable(proj, nullable))
         for name, proj in zip(names, query.selects, strict=False)
     )
     return Bound(query=query, columns=columns, depends_on=tuple(deps),
@@ -205,11 +205,18 @@ def _version_of(item: Item, table: exp.Table) -> int:
     return version
 
 
-def _type_of(proj: exp.Expr) -> str:
+def _type_of(proj: exp.Expr, base_columns: dict[tuple[str, str], bool]) -> str:
     inner = proj.this if isinstance(proj, exp.Alias) else proj
     if isinstance(inner, exp.Literal) and inner.is_string:
         return "text"  # PostgreSQL and Materialize type an unknown-typed literal as text
-    return type_name(proj.type)
+    name = type_name(proj.type)
+    # Only a table's own column or a cast carries a type modifier: like PostgreSQL and
+    # Materialize, numeric(15,2) * numeric(15,2), sum(numeric(15,2)) and substring of a
+    # varchar(n) are unconstrained numeric / text (sqlglot keeps the operand's modifier,
+    # which would then reject results with a larger scale or length).
+    keeps = isinstance(inner, exp.Cast) or (
+        isinstance(inner, exp.Column) and (inner.table, inner.name) in base_columns)
+    return name if keeps else name.split("(")[0]
 
 
 def _schema_type(type_: str) -> str:

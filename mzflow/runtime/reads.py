@@ -10,8 +10,7 @@ chosen time. The time is the catalog's ``read_ts`` unless the query says
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,9 @@ import pyarrow as pa
 from sqlglot import exp
 
 from mzflow.catalog import frontiers, system
-from mzflow.catalog.bind import Bound, bind, pinned
-from mzflow.catalog.model import MATERIALIZED_VIEW, ROWID, VIEW, Item, Snapshot
+from mzflow.catalog.model import ROWID, Item, Snapshot
 from mzflow.errors import Error
-from mzflow.plan.inline import inline_views
+from mzflow.plan.query import Plan, plan
 from mzflow.render import local
 from mzflow.storage.delta import COUNT, KEY, IndexShard, Shard
 from mzflow.storage.types import spark_ddl
@@ -30,44 +28,6 @@ from mzflow.storage.types import spark_ddl
 
 class InvalidTimestamp(Error):
     code = "22008"  # datetime_field_overflow: what Materialize reports for bad AS OF times
-
-
-@dataclass(frozen=True)
-class Plan:
-    bound: Bound
-    query: exp.Query  # views inlined, tables renamed to their pin keys
-    tables: tuple[tuple[str, Item, int], ...]  # (pin key, table, version) read
-    indexes: tuple[tuple[str, Item], ...] = ()  # (name in query, index) read instead
-
-    @property
-    def needs_spark(self) -> bool:
-        # The in-process executor is for catalog queries; it cannot evaluate VALUES.
-        return bool(self.tables or self.indexes) or (
-            not self.bound.system_tables and self.query.find(exp.Values) is not None)
-
-
-def plan(snap: Snapshot, query: exp.Query,
-         serve: Callable[[Item], Item | None] | None = None) -> Plan:
-    """Bind and inline ``query``. ``serve`` may name an index that holds a view's
-    maintained contents: that view is then read from the index, not recomputed."""
-    bound = bind(snap, query)
-    served: dict[str, tuple[str, Item]] = {}
-    if serve is not None:
-        for table in list(bound.query.find_all(exp.Table)):
-            item = snap.find(table.name)
-            index = serve(item) if item is not None and item.kind in (VIEW, MATERIALIZED_VIEW
-                                                                       ) else None
-            if index is not None:
-                key = f"mz_idx_{index.id}"
-                table.set("this", exp.to_identifier(key))
-                served[key] = (key, index)
-    inlined = inline_views(snap, bound.query)
-    tables: dict[str, tuple[str, Item, int]] = {}
-    for table in inlined.find_all(exp.Table):
-        pin = pinned(table.name)
-        if pin is not None and table.name not in tables:
-            tables[table.name] = (table.name, snap.item(pin[0]), pin[1])
-    return Plan(bound, inlined, tuple(tables.values()), tuple(served.values()))
 
 
 def check_time(snap: Snapshot, items: Iterable[Item], at: int) -> None:

@@ -182,12 +182,14 @@ class Connection:
     def _drop_storage(self, items: list[Item]) -> None:
         for item in items:
             path = self._shard(item).path
-            if path.exists():
-                shutil.rmtree(path, ignore_errors=True)
+            # An index's state shard (partial aggregates) sits beside its contents.
+            for p in (path, path.with_name(path.name + ".state")):
+                if p.exists():
+                    shutil.rmtree(p, ignore_errors=True)
 
     def _create_view(self, stmt: ast.CreateView) -> Result:
         if ddl.refresh_mode(stmt.args.get("options") or []) == "incremental":
-            require_incremental(stmt.args["query"], stmt.this.name)
+            require_incremental(self.store.snapshot(), stmt.args["query"], stmt.this.name)
         notices = ddl.create_view(self.store, stmt, self.variable("cluster"))
         kind = "MATERIALIZED VIEW" if stmt.args.get("materialized") else "VIEW"
         return Result(status=f"CREATE {kind}", notices=notices)

@@ -10,20 +10,36 @@ the previous state, and a tick run twice for one time applies once.
 from __future__ import annotations
 
 import logging
+import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from mzflow.catalog import sizes
-from mzflow.catalog.model import INDEX, Column, Item, Snapshot
+from mzflow.catalog.model import INDEX, ROWID, Column, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
-from mzflow.incremental.plan import ChangePlan, derive
+from mzflow.incremental.plan import (
+    DELTA,
+    FULL,
+    R_BATCH,
+    R_FIRST,
+    R_HISTORY,
+    RECOMPUTE,
+    ChangePlan,
+    Strategy,
+    derive,
+)
+from mzflow.plan import ir
+from mzflow.render import dataflow
+from mzflow.render.dataflow import NEW, OLD
 from mzflow.runtime import reads
-from mzflow.storage.delta import COUNT, KEY, IndexShard
+from mzflow.storage.delta import COUNT, DIFF, KEY, IndexShard, Shard, StateShard
 from mzflow.storage.rows import Target, conform
-from mzflow.storage.types import arrow_schema, spark_ddl
+from mzflow.storage.types import arrow_schema, parse_type, spark_ddl
 
 log = logging.getLogger("mzflow.tick")
 
@@ -81,9 +97,12 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickRep
                           version_before, version_before, 0, 0, 0, error,
                           time.perf_counter() - started)
     app_id = f"tick-{index.id}"
-    rows_read, files_read = 0, 0
+    # Changes start where the contents were last exactly right: an errored tick leaves
+    # them as they were, and the next one starts from the same place.
+    since = shard.good_through()
+    work = _Work(snap, warehouse, plan, shard, since, at)
     try:
-        changes, rows_read, files_read = _recompute(snap, warehouse, plan, shard, at)
+        changes = work.run()
         new_error = None
     except reads.InvalidTimestamp:
         raise
@@ -95,45 +114,229 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickRep
         version = shard.mark(at, app_id, new_error, _schema(plan.columns).append(
             pa.field(KEY, pa.string(), nullable=False)).append(
             pa.field(COUNT, pa.int64(), nullable=False)))
-    report = TickReport(index.qualified_name, plan.on.qualified_name,
-                        plan.strategy.describe(), done_through + 1, at + 1, version_before,
-                        version, rows_read, files_read,
-                        changes.num_rows if changes is not None else 0, new_error,
-                        time.perf_counter() - started)
+    report = TickReport(index.qualified_name, plan.on.qualified_name, work.describe(),
+                        done_through + 1, at + 1, version_before, version, work.rows_read,
+                        work.files_read, changes.num_rows if changes is not None else 0,
+                        new_error, time.perf_counter() - started)
     log.info("tick %s", report.line())
     return report
 
 
-def _recompute(snap: Snapshot, warehouse: Path, plan: ChangePlan, shard: IndexShard,
-               at: int) -> tuple[pa.Table, int, int]:
-    from mzflow.render import diffs, spark
+# Above this share of its inputs' rows, a batch is recomputed rather than propagated
+# (MZFLOW_RECOMPUTE_SHARE overrides it; tests of the incremental path raise it).
+RECOMPUTE_SHARE = 0.25
 
-    p = reads.plan(snap, plan.definition)
-    reads.check_time(snap, (item for _, item, _ in p.tables), at)
-    relations = reads.relations(p, warehouse, at)
-    # The cluster's SIZE picks the tick's Spark resources (shuffle parallelism here;
-    # executor cores and memory apply when the cluster has its own Spark application).
-    cluster = snap.cluster(plan.index.cluster_id)
-    size = sizes.of_cluster(cluster.virtual, cluster.size) if cluster else sizes.VIRTUAL_SIZE
-    spark.session().conf.set("spark.sql.shuffle.partitions", str(size.shuffle_partitions))
-    rows_read = sum(_rows_in(f) for rel in relations.values() for f in rel.files)
-    files_read = sum(len(rel.files) for rel in relations.values())
-    columns = [c.name for c in plan.columns]
-    old_ddl = spark_ddl([(c.name, c.type) for c in plan.columns] + [(KEY, "text"),
-                                                                        (COUNT, "bigint")])
-    with spark.registered(relations) as views:
+
+def recompute_share() -> float:
+    return float(os.environ.get("MZFLOW_RECOMPUTE_SHARE", RECOMPUTE_SHARE))
+
+
+class _Work:
+    """One tick's computation: picks the mode, runs it, counts what it read."""
+
+    def __init__(self, snap: Snapshot, warehouse: Path, plan: ChangePlan, shard: IndexShard,
+                 since: int, at: int):
+        self.snap, self.warehouse, self.plan, self.shard = snap, warehouse, plan, shard
+        self.since, self.at = since, at
+        self.mode = plan.mode
+        self.reason: str | None = None
+        self.rows_read = 0
+        self.files_read = 0
+
+    def describe(self) -> str:
+        if self.mode == FULL:
+            code = self.reason or self.plan.strategy.code
+            return Strategy(RECOMPUTE, code).describe()
+        return f"{self.plan.strategy.describe()}, mode {self.mode}"
+
+    def run(self) -> pa.Table | None:
+        from mzflow.render import spark
+
+        p = reads.plan(self.snap, self.plan.definition)
+        reads.check_time(self.snap, (item for _, item, _ in p.tables), self.at)
+        # The cluster's SIZE picks the tick's Spark resources (shuffle parallelism here;
+        # executor cores and memory apply when the cluster has its own Spark application).
+        cluster = self.snap.cluster(self.plan.index.cluster_id)
+        size = sizes.of_cluster(cluster.virtual, cluster.size) if cluster else sizes.VIRTUAL_SIZE
+        spark.session().conf.set("spark.sql.shuffle.partitions", str(size.shuffle_partitions))
+        if self.mode == DELTA and self.since < 0:
+            self.mode, self.reason = FULL, R_FIRST
+        if self.mode != FULL:
+            inputs = self._inputs()
+            if self.mode == DELTA and self._large(inputs):
+                self.mode, self.reason = FULL, R_BATCH
         try:
-            new = spark.dataframe(p.query, views).toDF(*columns)
-            changed = diffs.changes(new, shard.files(shard.version()), old_ddl, columns)
+            if self.mode == FULL:
+                return self._recompute(p)
+            return self._incremental(inputs)
         except Error:
             raise
+        except _HistoryGone:
+            self.mode, self.reason = FULL, R_HISTORY
+            return self._recompute(p)
         except Exception as e:
             raise spark.translate_error(e) from None
-    values = conform(changed.select(list(range(len(columns)))), _targets(plan.columns))
-    changed = values.append_column(pa.field(KEY, pa.string(), nullable=False),
-                                   changed.column(KEY).cast(pa.string())).append_column(
-        pa.field(COUNT, pa.int64(), nullable=False), changed.column(COUNT).cast(pa.int64()))
-    return changed, rows_read, files_read
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def _inputs(self) -> dict[str, dataflow.Input]:
+        out: dict[str, dataflow.Input] = {}
+        assert self.plan.root is not None
+        for get in self.plan.root.gets():
+            if get.ref in out:
+                continue
+            item = self.snap.item(get.item_id)
+            out[get.ref] = self._input(item, Shard(self.warehouse / item.id))
+        return out
+
+    def _input(self, item: Item, shard: Shard) -> dataflow.Input:
+        new_v = shard.version_at(self.at)
+        if new_v is None:
+            raise reads.InvalidTimestamp(f"{item.qualified_name} did not exist at {self.at}")
+        old_v = shard.version_at(self.since) if self.since >= 0 else None
+        versions = {NEW: new_v, OLD: old_v}
+        files = {m: (tuple(shard.files(v)) if v is not None else None)
+                 for m, v in versions.items()}
+        actions: dict[int, pa.Table] = {}
+
+        def stats_of(v: int | None) -> Callable[[], pa.Table | None]:
+            def load() -> pa.Table | None:
+                if v is None:
+                    return None
+                if v not in actions:
+                    actions[v] = shard.add_actions(v)
+                return actions[v]
+            return load
+
+        def rows_of(v: int | None) -> Callable[[Sequence[str]], int]:
+            def count(uris: Sequence[str]) -> int:
+                table = stats_of(v)()
+                if table is None:
+                    return 0
+                by_name = dict(zip([p.rsplit("/", 1)[-1] for p in
+                                    table.column("path").to_pylist()],
+                                   table.column("num_records").to_pylist(), strict=True))
+                return sum(int(by_name.get(u.rsplit("/", 1)[-1]) or 0) for u in uris)
+            return count
+
+        changes: Callable[[], tuple[Any, int]] | None = None
+        if old_v is None:
+            def hydrate() -> tuple[Any, int]:
+                from pyspark.sql import functions as F
+
+                from mzflow.render.spark import session
+                uris = files[NEW] or ()
+                if not uris:
+                    return session().createDataFrame([], self._ddl(item)).withColumn(
+                        DIFF, F.lit(1).cast("bigint")), 0
+                df = session().read.schema(self._ddl(item)).parquet(*uris)
+                return df.withColumn(DIFF, F.lit(1).cast("bigint")), rows_of(new_v)(uris)
+            changes = hydrate
+        elif old_v != new_v:
+            def feed() -> tuple[Any, int]:
+                try:
+                    rows = shard.change_rows(old_v, new_v)
+                except OSError as e:  # files of that history were compacted away
+                    raise _HistoryGone(str(e)) from None
+                except Exception as e:
+                    if "not found" in str(e).lower() or "no such file" in str(e).lower():
+                        raise _HistoryGone(str(e)) from None
+                    raise
+                return rows, rows.num_rows
+            changes = feed
+        return dataflow.Input(files=files, stats={m: stats_of(v) for m, v in versions.items()},
+                              schema_ddl=self._ddl(item), changes=changes,
+                              num_rows={m: rows_of(v) for m, v in versions.items()})
+
+    def _ddl(self, item: Item) -> str:
+        return spark_ddl([(c.name, c.type) for c in item.columns] + [(ROWID, "bigint")])
+
+    def _large(self, inputs: dict[str, dataflow.Input]) -> bool:
+        """Compare the files a batch added or removed with the inputs' size (metadata)."""
+        changed, total = 0, 0
+        for inp in inputs.values():
+            new, old = set(inp.files[NEW] or ()), set(inp.files[OLD] or ())
+            total += inp.num_rows[NEW](sorted(new))
+            if inp.changes is not None:
+                changed += inp.num_rows[NEW](sorted(new - old))
+                changed += inp.num_rows[OLD](sorted(old - new))
+        return total > 0 and changed > recompute_share() * total
+
+    # -- modes -------------------------------------------------------------------------
+
+    def _index_ddl(self) -> str:
+        return spark_ddl([(c.name, c.type) for c in self.plan.columns] + [(KEY, "text"),
+                                                                         (COUNT, "bigint")])
+
+    def _types(self) -> list[str]:
+        return [parse_type(c.type).spark for c in self.plan.columns]
+
+    def _finish(self, changed: pa.Table) -> pa.Table:
+        n = len(self.plan.columns)
+        values = conform(changed.select(list(range(n))), _targets(self.plan.columns))
+        return values.append_column(
+            pa.field(KEY, pa.string(), nullable=False), changed.column(KEY).cast(pa.string())
+        ).append_column(pa.field(COUNT, pa.int64(), nullable=False),
+                        changed.column(COUNT).cast(pa.int64()))
+
+    def _recompute(self, p: reads.Plan) -> pa.Table:
+        from mzflow.render import diffs, spark
+
+        relations = reads.relations(p, self.warehouse, self.at)
+        self.rows_read = sum(_rows_in(f) for rel in relations.values() for f in rel.files)
+        self.files_read = sum(len(rel.files) for rel in relations.values())
+        columns = [c.name for c in self.plan.columns]
+        with spark.registered(relations) as views:
+            new = spark.dataframe(p.query, views).toDF(*columns)
+            changed = diffs.changes(new, self.shard.files(self.shard.version()),
+                                    self._index_ddl(), columns, self._types())
+        return self._finish(changed)
+
+    def _incremental(self, inputs: dict[str, dataflow.Input]) -> pa.Table | None:
+        from mzflow.render import diffs, spark, stateful
+
+        flow = dataflow.Dataflow(spark.session(), inputs)
+        columns = [c.name for c in self.plan.columns]
+        index_files = self.shard.files(self.shard.version())
+        root = self.plan.root
+        assert root is not None
+        try:
+            if self.mode == DELTA:
+                diff = flow.delta(root)
+                if diff is None:
+                    return None
+                return self._finish(diffs.apply_diff(
+                    diff.toDF(*columns, DIFF), index_files, self._index_ddl(), columns,
+                    self._types()))
+            reduce = (self.plan.state_chain[-1].input if self.plan.state_chain
+                      else root)
+            assert isinstance(reduce, ir.Reduce)
+            state = StateShard(self.warehouse / f"{self.plan.index.id}.state")
+            state_version = state.version_at(self.since) if state.exists() else None
+            state_files = state.files(state_version) if state_version is not None else None
+            result = stateful.run(flow, self.plan.state_chain, reduce, state_files)
+            if result is None:
+                return None
+            if result.full:
+                changed = diffs.changes(result.output.toDF(*columns), index_files,
+                                        self._index_ddl(), columns, self._types())
+            else:
+                changed = diffs.apply_diff(result.output.toDF(*columns, DIFF), index_files,
+                                           self._index_ddl(), columns, self._types())
+            app = f"tick-{self.plan.index.id}-state"
+            if state.exists() and (state.applied(app) or -1) >= self.at:
+                pass  # a retried tick: this time's groups are already merged
+            elif result.groups.num_rows:
+                state.merge_groups(result.groups, self.at, app,
+                                   keep_empty=not reduce.keys)
+            return self._finish(changed)
+        finally:
+            self.rows_read += flow.rows_read
+            self.files_read += flow.files_read
+
+
+class _HistoryGone(Exception):
+    pass
 
 
 def _rows_in(uri: str) -> int:

@@ -145,6 +145,37 @@ class Shard:
 
         return list(DeltaTable(str(self.path), version=version).file_uris())
 
+    def add_actions(self, version: int) -> pa.Table:
+        """One row per data file of ``version``: path, num_records, min.<col>, max.<col>."""
+        from deltalake import DeltaTable
+
+        return pa.table(DeltaTable(str(self.path), version=version).get_add_actions(
+            flatten=True))
+
+    def change_rows(self, after: int, through: int) -> pa.Table:
+        """The rows that changed in versions ``after+1 … through``, consolidated, with a
+        ``_mz_diff`` column: +1 per insertion, -1 per deletion, an update being both.
+        Consolidating first means a row inserted and deleted within the range is never
+        evaluated (a row that fails to evaluate and is retracted leaves no error)."""
+        raw = self.changes(after, through)
+        # delta-rs hands strings over as string_view, which compute kernels and Spark
+        # do not all take.
+        raw = raw.cast(pa.schema([
+            f.with_type(pa.string()) if f.type == pa.string_view() else f
+            for f in raw.schema]))
+        kind = raw.column("_change_type")
+        sign = pc.if_else(pc.is_in(kind, pa.array(["delete", "update_preimage"])),
+                          pa.scalar(-1, pa.int64()), pa.scalar(1, pa.int64()))
+        data = raw.drop_columns([c for c in raw.column_names if c.startswith("_commit_")]
+                                + ["_change_type"]).append_column(DIFF, sign)
+        if data.num_rows == 0:
+            return data
+        cols = [c for c in data.column_names if c != DIFF]
+        summed = data.group_by(cols, use_threads=False).aggregate([(DIFF, "sum")])
+        summed = summed.rename_columns([DIFF if c == f"{DIFF}_sum" else c
+                                        for c in summed.column_names])
+        return summed.filter(pc.not_equal(summed.column(DIFF), 0)).select(cols + [DIFF])
+
     def arrow_schema(self, version: int | None = None) -> pa.Schema:
         from deltalake import DeltaTable
 
@@ -218,6 +249,7 @@ def _delta_type(arrow_type: pa.DataType) -> Any:
     return PrimitiveType(mapping[arrow_type])
 
 
+DIFF = "_mz_diff"  # a change's multiplicity: +n inserted, -n deleted
 KEY = "_mz_key"  # identity of a distinct row: a hash of all its values
 COUNT = "_mz_count"  # its multiplicity
 UPPER_KEY = "mzflow.upper"
@@ -249,6 +281,14 @@ class IndexShard(Shard):
         entries = self._table().history(limit=1)
         last = entries[0] if entries else {}
         return int(last.get(TS_KEY, -1)), last.get(ERROR_KEY)
+
+    def good_through(self) -> int:
+        """The time of the newest commit without an error: the contents are exactly
+        the definition's result at that time, so the next tick's changes start there."""
+        for entry in self._table().history():
+            if ERROR_KEY not in entry and TS_KEY in entry:
+                return int(entry[TS_KEY])
+        return -1
 
     def compact(self, keep_from: int, ts: int) -> dict[str, Any]:
         # Rewriting files changes no row: the contents stay complete through the same
@@ -284,3 +324,32 @@ def _tick_props(ts: int, error: str | None, txn: tuple[str, int] | None) -> Any:
         meta[ERROR_KEY] = error
     return CommitProperties(custom_metadata=meta,
                             app_transactions=[Transaction(*txn)] if txn else None)
+
+
+ROWS = "_mz_rows"  # input rows in a group of a state shard
+
+
+class StateShard(Shard):
+    """Partial aggregates of a maintained GROUP BY, one row per group, keyed like an
+    index (``_mz_key``). Each tick merges the groups it changed, at the tick's time and
+    with its own idempotency key, before the index commit: a tick retried after this
+    commit reads the state as of its previous time and skips the write."""
+
+    def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool) -> int:
+        from deltalake import DeltaTable
+
+        if not self.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            DeltaTable.create(str(self.path), rows.schema, mode="error",
+                              configuration=TABLE_CONFIG,
+                              commit_properties=_tick_props(-1, None, None))
+        merger = self._table().merge(rows, f"t.{KEY} = s.{KEY}", source_alias="s",
+                                     target_alias="t",
+                                     commit_properties=_tick_props(ts, None, (app_id, ts)))
+        if not keep_empty:
+            merger = merger.when_matched_delete(predicate=f"s.{ROWS} = 0")
+        merger = merger.when_matched_update_all()
+        merger = merger.when_not_matched_insert_all(
+            predicate=None if keep_empty else f"s.{ROWS} <> 0")
+        merger.execute()
+        return self.version()

@@ -1,0 +1,119 @@
+"""A top GROUP BY whose aggregates accumulate: merge each batch into kept partials.
+
+COUNT, SUM and AVG are sums over the input rows, so a batch's changes become
+per-group partial sums (``Σ diff``, ``Σ x·diff``, ``Σ diff where x is not NULL``)
+that add to the partials kept in the state shard. Only the groups a batch
+touches are read from the state; the operators above the GROUP BY (HAVING, the
+SELECT list, a top-k) then give the output's changes: the affected groups'
+rows after, minus the same groups' rows before. A top-k over all groups reads
+every group's partials (the state, not the input) and is diffed against the
+index by its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from mzflow.plan import ir
+from mzflow.render.dataflow import DIFF, Dataflow, _project, _sql, _topk
+from mzflow.render.diffs import key_column
+from mzflow.storage.delta import KEY, ROWS
+
+
+@dataclass
+class StateResult:
+    groups: Any  # Arrow: the affected groups' new partials (ROWS = 0: gone), with KEY
+    output: Any  # DataFrame: output changes (with DIFF), or the full output if ``full``
+    full: bool
+
+
+def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
+    """(state column, argument, role) for each aggregate's partials."""
+    out: list[tuple[str, exp.Expr | None, str]] = []
+    for i, agg in enumerate(node.aggs):
+        arg = agg.this if not isinstance(agg.this, exp.Star) else None
+        if isinstance(agg, exp.Count):
+            if arg is not None:
+                out.append((f"_n{i}", arg, "n"))
+        else:
+            out.append((f"_s{i}", arg, "s"))
+            out.append((f"_n{i}", arg, "n"))
+    return out
+
+
+def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
+        state_files: Sequence[str] | None, state_ddl_hint: Any = None) -> StateResult | None:
+    """None when no input changed (nothing to merge, no output change)."""
+    from pyspark.sql import functions as F
+
+    spark = flow.spark
+    nkeys = len(node.keys)
+    keys = list(node.columns[:nkeys])
+    parts = _parts(node)
+    d = flow.delta(node.input)
+    if d is None:
+        return None
+    sums = [F.sum(F.col(DIFF)).alias(ROWS)]
+    for name, arg, role in parts:
+        assert arg is not None
+        if role == "s":
+            sums.append(F.sum(F.expr(f"({_sql(arg)}) * `{DIFF}`")).alias(name))
+        else:
+            sums.append(F.sum(F.when(F.expr(_sql(arg)).isNotNull(), F.col(DIFF))
+                              .otherwise(F.lit(0))).alias(name))
+    key_cols = [F.expr(_sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
+    batch = d.groupBy(*key_cols).agg(*sums) if keys else d.agg(*sums)
+    batch = batch.withColumn(KEY, key_column(batch, keys) if keys else F.lit("global"))
+    state_cols = keys + [ROWS] + [p[0] for p in parts]
+    if state_files:
+        old_all = spark.read.parquet(*state_files).select(*[f"`{c}`" for c in state_cols],
+                                                          KEY)
+    else:
+        old_all = batch.limit(0)
+    old = old_all.join(batch.select(KEY), KEY, "left_semi")
+    b, o = batch.alias("b"), old.alias("o")
+    merged = b.join(o, KEY, "full_outer").select(
+        *[F.coalesce(F.col(f"b.`{k}`"), F.col(f"o.`{k}`")).alias(k) for k in keys],
+        *[(F.coalesce(F.col(f"o.`{c}`"), F.lit(0)) + F.coalesce(F.col(f"b.`{c}`"), F.lit(0))
+           ).alias(c) for c in [ROWS] + [p[0] for p in parts]],
+        F.col(KEY))
+    groups = merged.toArrow()
+    new = spark.createDataFrame(groups) if groups.num_rows else merged.limit(0)
+    live = new if not keys else new.where(F.col(ROWS) != 0)
+    if any(isinstance(n, ir.TopK) for n in chain):
+        everything = old_all.join(batch.select(KEY), KEY, "left_anti").unionByName(live)
+        return StateResult(groups, _above(chain, _finalize(node, everything)), full=True)
+    after = _above(chain, _finalize(node, live)).withColumn(DIFF, F.lit(1).cast("bigint"))
+    before = _above(chain, _finalize(node, old)).withColumn(DIFF, F.lit(-1).cast("bigint"))
+    return StateResult(groups, after.unionAll(before), full=False)
+
+
+def _finalize(node: ir.Reduce, state: Any) -> Any:
+    """Partials → the GROUP BY's output columns."""
+    nkeys = len(node.keys)
+    exprs = [f"`{k}`" for k in node.columns[:nkeys]]
+    for i, agg in enumerate(node.aggs):
+        if isinstance(agg, exp.Count):
+            exprs.append(f"`{ROWS}`" if isinstance(agg.this, exp.Star) else f"`_n{i}`")
+        elif isinstance(agg, exp.Sum):
+            exprs.append(f"CASE WHEN `_n{i}` = 0 THEN NULL ELSE `_s{i}` END")
+        else:  # AVG
+            exprs.append(f"CASE WHEN `_n{i}` = 0 THEN NULL ELSE `_s{i}` / `_n{i}` END")
+    return state.selectExpr(*[f"{e} AS `{n}`" for e, n in zip(exprs, node.columns,
+                                                               strict=True)])
+
+
+def _above(chain: Sequence[ir.Node], df: Any) -> Any:
+    for op in reversed(chain):
+        if isinstance(op, ir.Map):
+            df = _project(df, op.exprs, op.columns)
+        elif isinstance(op, ir.Filter):
+            for p in op.predicates:
+                df = df.where(_sql(p))
+        elif isinstance(op, ir.TopK):
+            df = _topk(op, df)
+    return df
