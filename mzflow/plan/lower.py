@@ -94,11 +94,10 @@ def _null_rejected(conjunct: exp.Expr) -> set[str]:
             conjunct.this.expression, exp.Null) and isinstance(conjunct.this.this, exp.Column):
         return {conjunct.this.this.table}
     if isinstance(conjunct, _COMPARISONS + (exp.Between, exp.In)):
-        if all(isinstance(n, _STRICT) for n in conjunct.iter_expressions()
-               for n in n.walk()) or all(isinstance(n, _STRICT) for n in conjunct.this.walk()):
-            operand = conjunct if isinstance(conjunct, _COMPARISONS) else conjunct.this
-            return {c.table for c in operand.find_all(exp.Column)
-                    if all(isinstance(n, _STRICT) for n in operand.walk())}
+        operands = [conjunct.this] if not isinstance(conjunct, _COMPARISONS) else list(
+            conjunct.iter_expressions())
+        strict = [o for o in operands if all(isinstance(n, _STRICT) for n in o.walk())]
+        return {c.table for o in strict for c in o.find_all(exp.Column)}
     return set()
 
 

@@ -18,7 +18,7 @@ from sqlglot.planner import Step
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.errors import Unsupported, WrongObjectType
-from mzflow.incremental.plan import derive
+from mzflow.incremental.plan import derive, explain, plan_query
 from mzflow.runtime import reads
 
 Serve = Callable[[Item], Item | None]
@@ -28,7 +28,11 @@ def explain_query(snap: Snapshot, query: exp.Query, serve: Serve | None,
                   cluster: str) -> list[str]:
     p = reads.plan(snap, query, serve)
     lines = ["Explained Query:"]
-    lines += _steps(p.query, snap, indent=1)
+    if p.tables or p.indexes:
+        root, _, _, operators = plan_query(snap, query)
+        lines += explain(root, operators)
+    else:  # catalog queries run in-process; sqlglot's planner describes them
+        lines += _steps(p.query, snap, indent=1)
     lines += _sources(snap, p)
     lines.append(f"Target cluster: {cluster}")
     return lines
@@ -51,8 +55,9 @@ def explain_object(snap: Snapshot, name: str, kind: str) -> list[str]:
         cluster = snap.cluster(index.cluster_id)
         lines += [f"Maintained: {plan.on.qualified_name} by {index.qualified_name} in cluster "
                   f"{cluster.name if cluster else '?'}",
-                  f"Strategy: {plan.strategy.describe()}", "Plan:"]
-        lines += _steps(reads.plan(snap, plan.definition).query, snap, indent=1)
+                  f"Strategy: {plan.strategy.describe()}", f"Tick mode: {plan.mode}", "Plan:"]
+        assert plan.root is not None
+        lines += explain(plan.root, plan.operators)
     if not indexes:
         lines.append(f"{item.qualified_name} has no index: it is not maintained, reads "
                      "recompute it")

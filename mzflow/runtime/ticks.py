@@ -233,7 +233,11 @@ class _Work:
                 return df.withColumn(DIFF, F.lit(1).cast("bigint")), rows_of(new_v)(uris)
             changes = hydrate
         elif old_v != new_v:
+            cached: list[tuple[Any, int]] = []
+
             def feed() -> tuple[Any, int]:
+                if cached:
+                    return cached[0]
                 try:
                     rows = shard.change_rows(old_v, new_v)
                 except OSError as e:  # files of that history were compacted away
@@ -242,7 +246,8 @@ class _Work:
                     if "not found" in str(e).lower() or "no such file" in str(e).lower():
                         raise _HistoryGone(str(e)) from None
                     raise
-                return rows, rows.num_rows
+                cached.append((rows, rows.num_rows))
+                return cached[0]
             changes = feed
         return dataflow.Input(files=files, stats={m: stats_of(v) for m, v in versions.items()},
                               schema_ddl=self._ddl(item), changes=changes,
@@ -252,14 +257,13 @@ class _Work:
         return spark_ddl([(c.name, c.type) for c in item.columns] + [(ROWID, "bigint")])
 
     def _large(self, inputs: dict[str, dataflow.Input]) -> bool:
-        """Compare the files a batch added or removed with the inputs' size (metadata)."""
+        """Compare the batch's change rows with the inputs' rows (from file statistics).
+        The change feed read here is the one the tick then uses."""
         changed, total = 0, 0
         for inp in inputs.values():
-            new, old = set(inp.files[NEW] or ()), set(inp.files[OLD] or ())
-            total += inp.num_rows[NEW](sorted(new))
+            total += inp.num_rows[NEW](inp.files[NEW] or ())
             if inp.changes is not None:
-                changed += inp.num_rows[NEW](sorted(new - old))
-                changed += inp.num_rows[OLD](sorted(old - new))
+                changed += inp.changes()[1]
         return total > 0 and changed > recompute_share() * total
 
     # -- modes -------------------------------------------------------------------------
