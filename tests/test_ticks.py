@@ -41,7 +41,7 @@ VIEWS = {
     "subq": "SELECT a, b FROM t WHERE b > (SELECT avg(c) FROM u WHERE u.a = t.a)",
     "acc": "SELECT a, count(*) AS n, count(b) AS nb, sum(b) AS s, avg(b) AS av FROM t "
            "GROUP BY a HAVING count(*) > 1",
-    "glob": "SELECT count(*) AS n, sum(c) AS s, avg(c) AS av FROM u WHERE c > -3",
+    "totals": "SELECT count(*) AS n, sum(c) AS s, avg(c) AS av FROM u WHERE c > -3",
     "top2": "SELECT a, sum(b) AS s FROM t GROUP BY a ORDER BY s DESC NULLS LAST, a LIMIT 2",
     "exc": "SELECT a FROM t EXCEPT SELECT a FROM u",
     "inq": "SELECT a, b FROM t WHERE a IN (SELECT a FROM u WHERE c > 0)",
@@ -74,7 +74,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("ticks")
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.reuse, Phase.generate], print_blob=True)
 @given(t0=rows_t, u0=rows_u, batches=st.lists(st.tuples(rows_t, rows_u, small), min_size=1,
                                                 max_size=2))

@@ -93,7 +93,8 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickRep
     version_before = shard.version()
     if done_through >= at:
         return TickReport(index.qualified_name, plan.on.qualified_name,
-                          plan.strategy.describe(), done_through + 1, done_through + 1,
+                          f"{plan.strategy.describe()}, mode {plan.mode}", done_through + 1,
+                          done_through + 1,
                           version_before, version_before, 0, 0, 0, error,
                           time.perf_counter() - started)
     app_id = f"tick-{index.id}"
