@@ -119,6 +119,18 @@ def test_view_columns_and_types(conn) -> None:
         ("n", False, "bigint", ""), ("x", False, "text", "")]
 
 
+def test_computed_view_columns_drop_type_modifiers(conn) -> None:
+    # Regression (TPC-H Q1): sum(l_extendedprice * (1 - l_discount)) was typed
+    # numeric(15,2), so a materialized view's tick could not store Spark's scale-4 result.
+    conn.execute("CREATE TABLE t (n numeric(15,2), s varchar(10));"
+                 "CREATE VIEW v AS SELECT n, n * n AS p, sum(n) AS total, max(n) AS hi, "
+                 "n::numeric(10,1) AS r, s, x.m FROM t, (SELECT n * 2 AS m FROM t) AS x "
+                 "GROUP BY n, s, x.m")
+    assert [(name, typ) for name, _, typ, _ in rows(conn, "SHOW COLUMNS FROM v")] == [
+        ("n", "numeric(15,2)"), ("p", "numeric"), ("total", "numeric"), ("hi", "numeric"),
+        ("r", "numeric(10,1)"), ("s", "character varying(10)"), ("m", "numeric")]
+
+
 def test_view_output_names_must_be_unique(conn) -> None:
     with pytest.raises(mzflow.DuplicateObject, match='column "\\?column\\?" specified more'):
         conn.execute("CREATE VIEW v AS SELECT 1, 2")

@@ -1,4 +1,5 @@
 -- TPC-H Q3 (shipping priority), SEGMENT = BUILDING, DATE = 1995-03-15
+-- l_orderkey is added to ORDER BY so that the top 10 is unique when revenues tie
 select
     l_orderkey,
     sum(l_extendedprice * (1 - l_discount)) as revenue,

@@ -1,4 +1,5 @@
 -- TPC-H Q10 (returned item reporting), DATE = 1993-10-01
+-- c_custkey is added to ORDER BY so that the top 20 is unique when revenues tie
 select
     c_custkey,
     c_name,
