@@ -15,6 +15,7 @@ land); the views that are not fully incremental are printed with their reasons.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 
 import duckdb
@@ -39,16 +40,19 @@ class Run:
     oracle: list[dict[str, list[tuple]]] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)
     strategies: dict[str, str] = field(default_factory=dict)  # view -> EXPLAIN text
-    tick_strategies: dict[str, set[str]] = field(default_factory=dict)
+    tick_strategies: dict[str, set[str]] = field(default_factory=dict)  # batch ticks only
+    seconds: list[float] = field(default_factory=list)  # per step: ticks and reads
 
 
 def _tick_and_read(conn: mzflow.Connection, db: duckdb.DuckDBPyConnection, run: Run,
                    views: list[str]) -> None:
+    started = time.perf_counter()
     maintained: dict[str, list[tuple] | str] = {}
     for name in views:
         try:
             (report,) = conn.tick(object=name)
-            run.tick_strategies.setdefault(name, set()).add(report.strategy)
+            if run.maintained:  # not the first (hydrating) tick
+                run.tick_strategies.setdefault(name, set()).add(report.strategy)
             if report.error:
                 maintained[name] = f"tick error: {report.error}"
         except mzflow.Error as e:
@@ -64,6 +68,7 @@ def _tick_and_read(conn: mzflow.Connection, db: duckdb.DuckDBPyConnection, run: 
     finally:
         conn.execute("RESET transaction_isolation; SET cluster = default")
     run.maintained.append(maintained)
+    run.seconds.append(time.perf_counter() - started)
     run.oracle.append({name: db.execute(sql).fetchall() for name, sql in QUERIES.items()})
 
 
@@ -112,15 +117,19 @@ def test_view_equals_duckdb_after_every_batch(run: Run, name: str) -> None:
         assert problem is None, f"{name} after {step}: {problem}"
 
 
-RECOMPUTE = re.compile(r"recompute \((R\d+)[:\s]*([^)]*)\)")
+RECOMPUTE = re.compile(r"recompute \((R\d+)[:\s]*(.*)\)\s*$")
 
 
 def not_incremental(explain: str) -> list[str]:
-    """The reasons in an EXPLAIN MATERIALIZED VIEW text why (part of) it recomputes."""
-    reasons = [f"{code}: {why.strip()}" if why.strip() else code
-               for code, why in RECOMPUTE.findall(explain)]
-    if not reasons and "recompute" in explain.lower():
-        reasons = [line.strip() for line in explain.splitlines() if "recompute" in line.lower()]
+    """Why (part of) a view recomputes, from its EXPLAIN MATERIALIZED VIEW text: each
+    ``Strategy:`` line or operator annotation (``… // recompute (R005: reason)``)."""
+    reasons = []
+    for line in explain.splitlines():
+        note = line.split("//", 1)[1] if "//" in line else line.removeprefix("Strategy:")
+        note = note.strip()
+        if note.startswith("recompute"):
+            m = RECOMPUTE.match(note)
+            reasons.append(f"{m.group(1)}: {m.group(2)}" if m else note)
     return list(dict.fromkeys(reasons))
 
 
@@ -129,11 +138,14 @@ def test_report_views_that_are_not_fully_incremental(run: Run,
     lines = []
     for name, text in run.strategies.items():
         reasons = not_incremental(text)
-        ticks = ", ".join(sorted(run.tick_strategies.get(name, set())))
         if reasons:
-            lines.append(f"{name}: {'; '.join(reasons)} (ticks: {ticks})")
+            ticks = "; ".join(sorted(run.tick_strategies.get(name, set())))
+            lines.append(f"{name}: {'; '.join(reasons)} [batch ticks: {ticks}]")
     header = (f"TPC-H SF {SF}: {len(lines)} of {len(run.strategies)} views not fully "
               "incremental")
+    lines.append("seconds: " + ", ".join(f"{step.split(' (')[0]} {secs:.0f}"
+                                         for step, secs in zip(run.steps, run.seconds,
+                                                               strict=True)))
     print("\n" + header + "\n" + "\n".join("  " + ln for ln in lines))
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
