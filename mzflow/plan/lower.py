@@ -10,6 +10,7 @@ a reason code, never an error: it is recomputed, and EXPLAIN says so.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 
@@ -181,11 +182,7 @@ class _Lowerer:
 
         where = _conjuncts(s.args.get("where"))
         if where:
-            preds = tuple(rewrite(p) for p in where)
-            if isinstance(node, ir.Join):
-                node = _join(node.parts, node.predicates + preds)
-            else:
-                node = ir.Filter(columns=node.columns, input=node, predicates=preds)
+            node = _push_filter(node, [rewrite(p) for p in where])
 
         projections = list(s.selects)
         having = s.args.get("having")
@@ -375,6 +372,26 @@ def _transform_outer_first(e: exp.Expr, fix: Callable[[exp.Expr], exp.Expr]) -> 
             e.set(key, [_transform_outer_first(v, fix) if isinstance(v, exp.Expr) else v
                         for v in value])
     return e
+
+
+def _push_filter(node: Node, preds: list[exp.Expr]) -> Node:
+    """WHERE conjuncts go into the joins below them: an n-ary join takes them as join
+    predicates (equalities become join keys), and a LEFT JOIN passes those over its
+    left side only down to that side (exact: they filter left rows either way). A
+    comma join under an outer join would otherwise be a cross product."""
+    if not preds:
+        return node
+    if isinstance(node, ir.Join):
+        return _join(node.parts, node.predicates + tuple(preds))
+    if isinstance(node, ir.OuterJoin) and node.kind == "left":
+        left_cols = set(node.left.columns)
+        lefts = [p for p in preds if {c.name for c in p.find_all(exp.Column)} <= left_cols]
+        if lefts:
+            node = dataclasses.replace(node, left=_push_filter(node.left, lefts))
+            preds = [p for p in preds if not any(p is q for q in lefts)]
+        if not preds:
+            return node
+    return ir.Filter(columns=node.columns, input=node, predicates=tuple(preds))
 
 
 def _join(parts: tuple[Node, ...], preds: tuple[exp.Expr, ...]) -> Node:

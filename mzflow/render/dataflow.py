@@ -155,10 +155,9 @@ class Dataflow:
                 per_part[i] = r
                 top = None
                 plain = _plain(r.exprs[0]) if len(r.exprs) == 1 else None
-                for (a, ca), (b, cb) in node.equalities:
-                    for (x, cx), (y, cy) in (((a, ca), (b, cb)), ((b, cb), (a, ca))):
-                        if x == i and cx == plain and y not in per_part:
-                            per_part[y] = Restriction((ir.col(cy),), r.keys, r.values)
+                for y, cy in _equivalent(node, (i, plain or "")):
+                    if y not in per_part:
+                        per_part[y] = Restriction((ir.col(cy),), r.keys, r.values)
         dfs = [self.full(p, mode, per_part.get(i)) for i, p in enumerate(node.parts)]
         return self._top(self._join(dfs, node.predicates), top)
 
@@ -351,11 +350,14 @@ class Dataflow:
                     dfs.append(d)
                     continue
                 mode = NEW if j < i else OLD
+                # Any column of part j equal (transitively) to a column of part i can
+                # only join rows whose value the change rows carry.
                 r = None
-                for (a, ca), (b, cb) in node.equalities:
-                    for (x, cx), (y, cy) in (((a, ca), (b, cb)), ((b, cb), (a, ca))):
-                        if x == i and y == j and r is None:
-                            r = self.restriction((ir.col(cy),), d.select(F.col(f"`{cx}`")))
+                for cx in part.columns:
+                    match = [cy for y, cy in _equivalent(node, (i, cx)) if y == j]
+                    if match:
+                        r = self.restriction((ir.col(match[0]),), d.select(F.col(f"`{cx}`")))
+                        break
                 dfs.append(self.full(other, mode, r))
             term = self._join(dfs, node.predicates).select(
                 *[F.col(f"`{c}`") for c in node.columns + (DIFF,)])
@@ -416,6 +418,21 @@ class Dataflow:
                 DIFF, F.lit(sign).cast("bigint"))
             out = df if out is None else out.unionAll(df)
         return out
+
+
+def _equivalent(node: ir.Join, start: tuple[int, str]) -> list[tuple[int, str]]:
+    """The (input, column) pairs that the join's equalities make equal to ``start``,
+    transitively, in other inputs."""
+    seen = {start}
+    frontier = [start]
+    while frontier:
+        at = frontier.pop()
+        for a, b in node.equalities:
+            for x, y in ((a, b), (b, a)):
+                if x == at and y not in seen:
+                    seen.add(y)
+                    frontier.append(y)
+    return sorted(p for p in seen if p[0] != start[0])
 
 
 def _topk(node: ir.TopK, df: Any) -> Any:

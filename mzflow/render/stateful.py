@@ -12,10 +12,12 @@ index by its caller.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from sqlglot import exp
 
 from mzflow.plan import ir
@@ -46,8 +48,14 @@ def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
 
 
 def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
-        state_files: Sequence[str] | None, state_ddl_hint: Any = None) -> StateResult | None:
-    """None when no input changed (nothing to merge, no output change)."""
+        state_rows: Callable[[pa.Array], pa.Table | None],
+        state_files: Sequence[str] | None) -> StateResult | None:
+    """None when no input changed (nothing to merge, no output change).
+
+    One Spark job sums the batch per group; the affected groups' partials are then
+    looked up and merged in Arrow (they are few), so the output's changes are
+    computed from local data and the state is never scanned, unless a top-k needs
+    every group."""
     from pyspark.sql import functions as F
 
     spark = flow.spark
@@ -66,29 +74,42 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
             sums.append(F.sum(F.when(F.expr(_sql(arg)).isNotNull(), F.col(DIFF))
                               .otherwise(F.lit(0))).alias(name))
     key_cols = [F.expr(_sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
-    batch = d.groupBy(*key_cols).agg(*sums) if keys else d.agg(*sums)
-    batch = batch.withColumn(KEY, key_column(batch, keys) if keys else F.lit("global"))
-    state_cols = keys + [ROWS] + [p[0] for p in parts]
-    if state_files:
-        old_all = spark.read.parquet(*state_files).select(*[f"`{c}`" for c in state_cols],
-                                                          KEY)
-    else:
-        old_all = batch.limit(0)
-    old = old_all.join(batch.select(KEY), KEY, "left_semi")
-    b, o = batch.alias("b"), old.alias("o")
-    merged = b.join(o, KEY, "full_outer").select(
-        *[F.coalesce(F.col(f"b.`{k}`"), F.col(f"o.`{k}`")).alias(k) for k in keys],
-        *[(F.coalesce(F.col(f"o.`{c}`"), F.lit(0)) + F.coalesce(F.col(f"b.`{c}`"), F.lit(0))
-           ).alias(c) for c in [ROWS] + [p[0] for p in parts]],
-        F.col(KEY))
-    groups = merged.toArrow()
-    new = spark.createDataFrame(groups) if groups.num_rows else merged.limit(0)
+    batch_df = d.groupBy(*key_cols).agg(*sums) if keys else d.agg(*sums)
+    batch_df = batch_df.withColumn(KEY, key_column(batch_df, keys) if keys else F.lit("global"))
+    batch = batch_df.toArrow()
+    if keys:
+        batch = batch.filter(pc.is_valid(batch.column(ROWS)))
+    if batch.num_rows == 0:
+        return None
+    partials = [ROWS] + [p[0] for p in parts]
+    old = state_rows(batch.column(KEY))
+    if old is None:
+        old = batch.schema.empty_table()
+    old = old.select(keys + partials + [KEY]).cast(batch.schema)
+    joined = batch.join(old.select([KEY] + partials), keys=KEY, join_type="left outer",
+                        right_suffix="_old", use_threads=False)
+    merged = joined.select(keys + [KEY])
+    for c in partials:
+        total = pc.add(pc.coalesce(joined.column(c), pa.scalar(0, joined.column(c).type)),
+                       pc.coalesce(joined.column(f"{c}_old"),
+                                   pa.scalar(0, joined.column(c).type)))
+        merged = merged.append_column(c, total.cast(batch.schema.field(c).type))
+    groups = merged.select(keys + partials + [KEY])
+    new = spark.createDataFrame(groups)
     live = new if not keys else new.where(F.col(ROWS) != 0)
+    before_df = spark.createDataFrame(old) if old.num_rows else new.limit(0)
     if any(isinstance(n, ir.TopK) for n in chain):
-        everything = old_all.join(batch.select(KEY), KEY, "left_anti").unionByName(live)
+        if state_files:
+            rest = spark.read.parquet(*state_files).select(
+                *[F.col(f"`{c}`") for c in keys + partials + [KEY]])
+            rest = rest.join(new.select(KEY), KEY, "left_anti")
+            everything = rest.unionByName(live)
+        else:
+            everything = live
         return StateResult(groups, _above(chain, _finalize(node, everything)), full=True)
     after = _above(chain, _finalize(node, live)).withColumn(DIFF, F.lit(1).cast("bigint"))
-    before = _above(chain, _finalize(node, old)).withColumn(DIFF, F.lit(-1).cast("bigint"))
+    before = _above(chain, _finalize(node, before_df)).withColumn(
+        DIFF, F.lit(-1).cast("bigint"))
     return StateResult(groups, after.unionAll(before), full=False)
 
 

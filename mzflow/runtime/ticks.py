@@ -319,7 +319,12 @@ class _Work:
             state = StateShard(self.warehouse / f"{self.plan.index.id}.state")
             state_version = state.version_at(self.since) if state.exists() else None
             state_files = state.files(state_version) if state_version is not None else None
-            result = stateful.run(flow, self.plan.state_chain, reduce, state_files)
+
+            def state_rows(keys: pa.Array) -> pa.Table | None:
+                return (state.rows_with_keys(state_version, keys)
+                        if state_version is not None else None)
+            result = stateful.run(flow, self.plan.state_chain, reduce, state_rows,
+                                  state_files)
             if result is None:
                 return None
             if result.full:

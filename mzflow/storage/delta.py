@@ -338,6 +338,16 @@ class StateShard(Shard):
     with its own idempotency key, before the index commit: a tick retried after this
     commit reads the state as of its previous time and skips the write."""
 
+    def rows_with_keys(self, version: int, keys: pa.Array) -> pa.Table:
+        """The groups among ``keys`` at ``version`` (a filtered scan: few rows)."""
+        import pyarrow.dataset as ds
+        from deltalake import DeltaTable
+
+        dataset = DeltaTable(str(self.path), version=version).to_pyarrow_dataset()
+        # delta-rs scans strings as string_view; compare them as plain strings
+        return dataset.to_table(filter=ds.field(KEY).cast(pa.string()).isin(
+            keys.cast(pa.string())))
+
     def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool) -> int:
         from deltalake import DeltaTable
 
