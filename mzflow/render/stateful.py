@@ -90,10 +90,12 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
                         right_suffix="_old", use_threads=False)
     merged = joined.select(keys + [KEY])
     for c in partials:
-        total = pc.add(pc.coalesce(joined.column(c), pa.scalar(0, joined.column(c).type)),
-                       pc.coalesce(joined.column(f"{c}_old"),
-                                   pa.scalar(0, joined.column(c).type)))
-        merged = merged.append_column(c, total.cast(batch.schema.field(c).type))
+        kind = batch.schema.field(c).type
+        # Arrow widens decimal sums by one digit of precision, past decimal128's 38.
+        wide = pa.decimal256(75, kind.scale) if pa.types.is_decimal(kind) else kind
+        a = pc.coalesce(joined.column(c), pa.scalar(0, kind)).cast(wide)
+        b = pc.coalesce(joined.column(f"{c}_old"), pa.scalar(0, kind)).cast(wide)
+        merged = merged.append_column(c, pc.add_checked(a, b).cast(kind))
     groups = merged.select(keys + partials + [KEY])
     new = spark.createDataFrame(groups)
     live = new if not keys else new.where(F.col(ROWS) != 0)
