@@ -67,7 +67,8 @@ def main() -> None:
         for name in queries:
             t = time.perf_counter()
             (report,) = conn.tick(object=name)
-            say(f"hydrated {name} in {time.perf_counter() - t:.1f} s ({report.strategy})")
+            say(f"hydrated {name} in {time.perf_counter() - t:.1f} s ({report.strategy})"
+                + (f" ERROR: {report.error}" if report.error else ""))
         for name in queries:
             plan = conn.execute(f"EXPLAIN MATERIALIZED VIEW {name}").rows[0][0]
             strategy = [ln.strip() for ln in plan.splitlines() if "Strategy" in ln]
