@@ -27,6 +27,7 @@ examples:
   mzflow sql -c "CREATE CLUSTER etl SIZE 'small'; SHOW CLUSTERS"
   mzflow sql -f conf/example/catalog.sql
   mzflow --home /tmp/demo sql
+  mzflow airflow sync             pools for the clusters in $AIRFLOW_HOME's database
 """
 
 
@@ -71,6 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "retention, merge small files, checkpoint the Delta log and delete files "
                     "no readable version needs.")
     compact.add_argument("--table", help="compact only this table")
+    af = sub.add_parser(
+        "airflow", help="Airflow: pools and DAGs generated from the catalog",
+        description="Each cluster is an Airflow pool (mzflow_<cluster>, slots from its SIZE) "
+                    "and a DAG of its maintained indexes.")
+    af_sub = af.add_subparsers(dest="airflow_command", metavar="ACTION", required=True)
+    sync = af_sub.add_parser(
+        "sync", help="create, resize and delete pools to match the clusters",
+        description="Bring the pools of the Airflow metadata database ($AIRFLOW_HOME) in "
+                    "line with the catalog's clusters. Deletes only pools this catalog made.")
+    sync.add_argument("--airflow-home", help="Airflow home (default: $AIRFLOW_HOME)")
+    sync.add_argument("--dry-run", action="store_true", help="print the changes, make none")
+    af_sub.add_parser("dags", help="print the DAGs the catalog generates (no Airflow needed)")
     return parser
 
 
@@ -98,6 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _compact(conn, args.table)
         if args.command == "tick":
             return _tick(conn, args.cluster, args.object, args.at)
+        if args.command == "airflow":
+            return _airflow(conn, args)
         if getattr(args, "idempotency_key", None) is not None:
             if args.sql is None:
                 print("ERROR: --idempotency-key needs -c with one write statement",
@@ -136,6 +151,35 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None) ->
     if not reports:
         print("nothing to tick: no maintained indexes", file=sys.stderr)
     return 1 if any(r.error for r in reports) else 0
+
+
+def _airflow(conn: object, args: argparse.Namespace) -> int:
+    import os
+
+    import mzflow
+    from mzflow.airflow import graph
+
+    assert isinstance(conn, mzflow.Connection)
+    snap = conn.store.snapshot()
+    if args.airflow_command == "dags":
+        rows = [(d.dag_id, d.pool, d.slots, t.task_id, t.index, ", ".join(t.upstream),
+                 ", ".join(t.upstream_assets)) for d in graph.cluster_dags(snap) for t in d.tasks]
+        print(format_table(["dag", "pool", "slots", "task", "index", "after",
+                            "after assets"], rows))
+        return 0
+    if args.airflow_home:
+        # Read by Airflow when it is first imported, which happens just below.
+        os.environ["AIRFLOW_HOME"] = os.path.abspath(args.airflow_home)
+    from mzflow.airflow import pools
+
+    try:
+        changes = pools.sync(snap, dry_run=args.dry_run)
+    except Exception as e:  # Airflow's errors: no database, not migrated, ...
+        print(f"ERROR: cannot sync Airflow pools: {e}", file=sys.stderr)
+        return 1
+    print(format_table(["action", "pool", "slots"],
+                       [(c.action, c.pool, c.slots) for c in changes]))
+    return 0
 
 
 def _compact(conn: object, table: str | None) -> int:

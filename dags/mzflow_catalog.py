@@ -1,0 +1,12 @@
+"""Airflow DAGs generated from the mzflow catalog: one DAG and one pool per cluster.
+
+Nothing to edit here: the DAGs follow the catalog (``CREATE MATERIALIZED VIEW … IN
+CLUSTER c`` adds a task to ``mzflow_c`` at the next parse). The home comes from
+``MZFLOW_HOME`` / ``MZFLOW_CONFIG`` / ``conf/mzflow.toml`` as for the CLI; set it in
+the environment of the dag-processor and the workers. Parsing reads the catalog only:
+no Spark, no delta-rs (see mzflow/airflow/dags.py).
+"""
+
+from mzflow.airflow.dags import load
+
+globals().update(load())

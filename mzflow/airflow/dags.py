@@ -1,0 +1,136 @@
+"""The maintenance graph → Airflow DAGs: one DAG and one pool per cluster.
+
+Why one DAG per cluster, linked by Assets, rather than one DAG with tasks in many
+pools:
+
+- A cluster is the unit users size, pause and reason about (DESIGN §1: a cluster is
+  a pool *plus the DAG(s)* that maintain its indexes). Its own DAG can be triggered,
+  paused, retried and given params on its own, and a slow cluster does not hold a
+  single global run open.
+- Cross-cluster reads are data dependencies, which is what Assets model: every
+  index is an Asset (``mzflow://<installation>/<name>``) that its task updates, and
+  a cluster whose indexes read another cluster's indexes is scheduled on those
+  assets (any of them). The asset event carries the time the upstream tick reached,
+  and the downstream run ticks to exactly that time.
+- Cycles between clusters (A reads B, B reads A) are allowed by the catalog; a tick
+  that finds its index already at the run's time is *skipped*, which emits no asset
+  event, so the back-and-forth ends after one round.
+
+Within a DAG, tasks follow dependencies; ``pick_time`` runs first so the whole run
+targets one time. Params (``full_refresh``, ``objects``, ``at``) render as a form in
+the Airflow 3 trigger dialog.
+
+Parsing reads the catalog (SQLAlchemy, no Spark, no delta-rs): see ``load``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, Asset, AssetAny, Param
+
+from mzflow.airflow.graph import ClusterDag, cluster_dags
+from mzflow.airflow.operators import MzflowPickTimeOperator, MzflowTickOperator
+from mzflow.airflow.tasks import PICK_TIME
+from mzflow.catalog.model import Snapshot
+
+log = logging.getLogger(__name__)
+
+# Ticks are idempotent, so retrying a failed one (a lost worker, a Spark hiccup) is safe.
+DEFAULT_ARGS: dict[str, Any] = {"retries": 2, "retry_delay": dt.timedelta(seconds=30)}
+
+
+def params(names: Iterable[str]) -> dict[str, Param]:
+    return {
+        "full_refresh": Param(
+            False, type="boolean", title="Full refresh",
+            description="Recompute the batch instead of propagating its changes."),
+        "objects": Param(
+            [], type="array", items={"type": "string"}, examples=sorted(names),
+            title="Objects",
+            description="Only tick these (materialized views or indexes); empty: all."),
+        "at": Param(
+            None, type=["null", "integer"], title="Target time (ms)",
+            description="Tick to this time (ms since the epoch); empty: every committed "
+                        "write, or the upstream cluster's time for asset-triggered runs."),
+    }
+
+
+def build_dag(plan: ClusterDag, home: str, catalog_url: str | None,
+              schedule: Any = None) -> DAG:
+    """``schedule`` applies to clusters that read no other cluster (the roots);
+    the others run when their upstream assets are updated."""
+    if plan.upstream_assets:
+        schedule = AssetAny(*(Asset(uri=u, name=u) for u in plan.upstream_assets))
+    names = {n for t in plan.tasks for n in (t.task_id, t.on)}
+    dag = DAG(
+        dag_id=plan.dag_id,
+        schedule=schedule,
+        start_date=dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
+        catchup=False,
+        max_active_runs=1,  # two runs would race to tick the same indexes
+        default_args=DEFAULT_ARGS,
+        params=params(names),
+        tags=["mzflow", f"cluster:{plan.cluster}"],
+        description=f"Maintains the indexes of mzflow cluster {plan.cluster!r} "
+                    f"(pool {plan.pool}, {plan.slots} slots)",
+        doc_md=_doc(plan),
+    )
+    with dag:
+        pick = MzflowPickTimeOperator(task_id=PICK_TIME, home=home, catalog_url=catalog_url)
+        ops: dict[str, MzflowTickOperator] = {}
+        for t in plan.tasks:
+            op = MzflowTickOperator(
+                task_id=t.task_id, index=t.index, names=sorted(t.names()), home=home,
+                catalog_url=catalog_url, pool=plan.pool, pool_slots=1,
+                outlets=[Asset(uri=t.asset, name=t.asset)],
+                # An upstream skipped as up to date (or not selected) does not block.
+                trigger_rule="none_failed",
+                doc_md=f"Ticks index `{t.index}` on `{t.on}`.",
+            )
+            pick >> op
+            for u in t.upstream:
+                ops[u] >> op
+            ops[t.task_id] = op
+    return dag
+
+
+def build(snap: Snapshot, home: str | Path, catalog_url: str | None = None,
+          schedule: Any = None) -> dict[str, DAG]:
+    """Every cluster's DAG, keyed by dag id (what a DAG file puts in its globals)."""
+    return {p.dag_id: build_dag(p, str(home), catalog_url, schedule)
+            for p in cluster_dags(snap)}
+
+
+def load(home: str | None = None, catalog_url: str | None = None,
+         schedule: Any = None) -> dict[str, DAG]:
+    """The DAGs of the configured home (``mzflow.config``). A home without a catalog
+    yet gives no DAGs rather than creating one from inside the dag-processor."""
+    from mzflow import config
+    from mzflow.catalog.store import Store
+
+    cfg = config.load(home, catalog_url)
+    if cfg.catalog_url.startswith("sqlite:///") and not Path(
+            cfg.catalog_url.removeprefix("sqlite:///")).exists():
+        log.warning("mzflow: no catalog at %s yet, no DAGs", cfg.catalog_url)
+        return {}
+    store = Store(cfg.catalog_url)
+    try:
+        snap = store.snapshot()
+    finally:
+        store.close()
+    # Tasks get the explicit URL only when it is not the home's default SQLite file.
+    url = None if cfg.catalog_url == f"sqlite:///{cfg.home / 'catalog.db'}" else cfg.catalog_url
+    return build(snap, cfg.home, url, schedule)
+
+
+def _doc(plan: ClusterDag) -> str:
+    rows = "\n".join(f"| `{t.task_id}` | `{t.index}` | `{t.on}` | "
+                     f"{', '.join(t.upstream_assets) or '—'} |" for t in plan.tasks)
+    return (f"### mzflow cluster `{plan.cluster}`\n\nGenerated from the catalog: edit the "
+            f"catalog with SQL, not this DAG. Pool `{plan.pool}` ({plan.slots} slots).\n\n"
+            f"| task | index | on | reads other clusters' |\n|---|---|---|---|\n{rows}\n")

@@ -1,0 +1,43 @@
+"""mzflow's Airflow operators: thin, they delegate to ``tasks.py`` (provider style).
+
+They import only ``airflow.sdk`` at module level, so DAG files that use them parse
+without loading mzflow's runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from mzflow.airflow import tasks
+
+
+class MzflowPickTimeOperator(BaseOperator):
+    """First task of a maintenance run: the one time every tick of the run targets."""
+
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, home: str, catalog_url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.home, self.catalog_url = home, catalog_url
+
+    def execute(self, context: Any) -> int:
+        return tasks.pick_time(self.home, self.catalog_url, context)
+
+
+class MzflowTickOperator(BaseOperator):
+    """Tick one maintained index (``mzflow tick --object <index>``) to the run's time."""
+
+    template_fields: Sequence[str] = ("index",)
+    ui_color = "#d6eadf"
+
+    def __init__(self, *, index: str, home: str, catalog_url: str | None = None,
+                 names: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.index, self.home, self.catalog_url = index, home, catalog_url
+        self.names = list(names) or [index]
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        return tasks.tick(self.home, self.catalog_url, self.index, self.names, context)

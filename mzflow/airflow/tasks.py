@@ -1,0 +1,112 @@
+"""What a generated task runs, in the worker (never at parse time).
+
+mzflow itself is imported inside the callables: the DAG file only names them, so
+the dag-processor never loads the runtime, let alone Spark or delta-rs. A tick goes
+through ``mzflow.connect(...).tick(...)``, the same runtime as ``mzflow tick``.
+
+Every run ticks all its tasks to one time, chosen by the run's first task
+(``pick_time``), so a run leaves the cluster's indexes consistent with each other.
+A tick is one idempotent Delta commit (txn id ``tick-<index>`` + time): a retried
+or duplicated task either finds the work done or does it once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+PICK_TIME = "pick_time"
+
+
+def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any]) -> int:
+    """The run's target time: the ``at`` param; else, for a run triggered by another
+    cluster's ticks, the latest time those ticks reached (so a downstream cluster
+    catches up to exactly what its inputs hold); else every committed write."""
+    at = context["params"].get("at")
+    if at is not None:
+        log.info("mzflow: target time %s (param at)", at)
+        return int(at)
+    upstream = [int(e.extra["at"]) for events in _events(context)
+                for e in events if e.extra and "at" in e.extra]
+    if upstream:
+        log.info("mzflow: target time %s (from upstream asset events)", max(upstream))
+        return max(upstream)
+    import mzflow
+
+    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        ts = conn.store.snapshot().read_ts
+    log.info("mzflow: target time %s (every committed write)", ts)
+    return ts
+
+
+def _events(context: Mapping[str, Any]) -> list[Any]:
+    events = context.get("triggering_asset_events")
+    return list(events.values()) if events else []
+
+
+def tick(home: str, catalog_url: str | None, index: str, names: list[str],
+         context: Mapping[str, Any]) -> dict[str, Any]:
+    """Tick one index to the run's time; log and return what it read and wrote.
+
+    Skips (no asset event, so nothing downstream is woken) when the run is restricted
+    to other ``objects`` or when the index already holds that time — the latter is
+    what ends the ping-pong between two clusters that read each other."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    import mzflow
+
+    params = context["params"]
+    wanted = params.get("objects") or []
+    if wanted and not set(wanted) & set(names):
+        raise AirflowSkipException(f"not among the run's objects {wanted}")
+    at = context["ti"].xcom_pull(task_ids=PICK_TIME)
+    with _full_refresh(bool(params.get("full_refresh"))), \
+            mzflow.connect(home, catalog_url=catalog_url) as conn:
+        reports = conn.tick(object=index, at=at)
+    if not reports:
+        raise AirflowFailException(f"{index} is no longer maintained")
+    report = reports[0]
+    log.info("mzflow tick: %s", report.line())
+    out = {
+        "index": report.index, "on": report.on, "strategy": report.strategy,
+        "frontier_before": report.upper_before, "frontier_after": report.upper_after,
+        "version_before": report.version_before, "version_after": report.version_after,
+        "rows_read": report.rows_read, "files_read": report.files_read,
+        "rows_changed": report.rows_changed, "error": report.error,
+        "seconds": round(report.seconds, 3), "at": at,
+    }
+    if report.error:
+        # An evaluation error is deterministic: retrying cannot help, fixing the data can.
+        raise AirflowFailException(f"{report.index}: {report.error}")
+    if report.upper_after == report.upper_before:
+        raise AirflowSkipException(f"already up to date through {report.upper_after - 1}")
+    # The asset event carries the time reached: downstream clusters tick to it.
+    outlets = context.get("outlet_events")
+    task = context.get("task")
+    if outlets is not None and task is not None:
+        for asset in task.outlets:
+            outlets[asset].extra = {"at": at, "version": report.version_after}
+    return out
+
+
+@contextmanager
+def _full_refresh(on: bool) -> Iterator[None]:
+    """A full refresh recomputes the batch instead of propagating its changes: a
+    recompute share of 0 makes any non-empty batch "large" (see runtime/ticks.py)."""
+    if not on:
+        yield
+        return
+    old = os.environ.get("MZFLOW_RECOMPUTE_SHARE")
+    os.environ["MZFLOW_RECOMPUTE_SHARE"] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["MZFLOW_RECOMPUTE_SHARE"]
+        else:
+            os.environ["MZFLOW_RECOMPUTE_SHARE"] = old
