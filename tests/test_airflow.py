@@ -1,0 +1,308 @@
+"""Airflow: DAGs and pools generated from the catalog, and ticks run through Airflow.
+
+Airflow reads AIRFLOW_HOME and its database URL once, when first imported, so this
+module points both at a throwaway folder before anything imports Airflow. One
+``airflow db migrate`` (about 3.5 s) serves the whole session; tests that run Airflow
+in a child process copy that database into their own home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="mzflow-airflow-"))
+os.environ.update({
+    "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
+})
+
+import mzflow  # noqa: E402
+from mzflow.airflow import graph, pools  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+LOADER = REPO / "dags" / "mzflow_catalog.py"
+
+CATALOG = """
+CREATE CLUSTER a SIZE 'small';
+CREATE CLUSTER b SIZE 'medium';
+CREATE TABLE t (k int, v int);
+CREATE VIEW v0 AS SELECT k, v FROM t WHERE v > 0;
+CREATE MATERIALIZED VIEW m1 IN CLUSTER a AS SELECT k, v FROM v0;
+CREATE VIEW plain AS SELECT k, v * 2 AS w FROM m1;
+CREATE MATERIALIZED VIEW m2 IN CLUSTER a AS SELECT k, w FROM plain;
+CREATE MATERIALIZED VIEW m3 IN CLUSTER b AS SELECT k, count(*) AS n FROM m2 GROUP BY k;
+CREATE INDEX m1_by_v IN CLUSTER a ON m1 (v);
+CREATE INDEX t_by_k IN CLUSTER b ON t (k);
+CREATE INDEX v0_by_k IN CLUSTER a ON v0 (k);
+"""
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    with mzflow.connect(str(h)) as conn:
+        conn.execute(CATALOG)
+    return h
+
+
+# -- generation (no Airflow database needed) ---------------------------------------------
+
+
+def test_graph_orders_tasks_and_links_clusters_by_assets(home: Path) -> None:
+    with mzflow.connect(str(home)) as conn:
+        snap = conn.store.snapshot()
+    dags = {d.cluster: d for d in graph.cluster_dags(snap)}
+    assert set(dags) == {"a", "b"}  # 'default' maintains nothing: a pool, but no DAG
+    a, b = dags["a"], dags["b"]
+    assert (a.dag_id, a.pool, a.slots, b.pool, b.slots) == (
+        "mzflow_a", "mzflow_a", 2, "mzflow_b", 4)
+    # v0_by_k was created last but m1 reads v0: the order follows reads, not creation.
+    assert [t.task_id for t in a.tasks] == ["v0_by_k", "m1", "m1_by_v", "m2"]
+    up = {t.task_id: t.upstream for t in a.tasks}
+    assert up == {"v0_by_k": (), "m1": ("v0_by_k",), "m1_by_v": ("v0_by_k",),
+                  # m2 reads m1 through the plain view: both of m1's indexes come first
+                  "m2": ("m1", "m1_by_v")}
+    m3 = next(t for t in b.tasks if t.task_id == "m3")
+    assert m3.index == "m3_primary_idx" and m3.upstream == ()
+    m2 = next(t for t in a.tasks if t.task_id == "m2")
+    assert m3.upstream_assets == (m2.asset,)
+    assert m2.asset == f"mzflow://{snap.installation_id}/materialize.public.m2_primary_idx"
+    # An index on a table has no inputs to wait for.
+    assert next(t for t in b.tasks if t.task_id == "t_by_k").upstream_assets == ()
+    assert graph.pools(snap) == {"mzflow_default": 2, "mzflow_a": 2, "mzflow_b": 4}
+
+
+def test_airflow_dags_have_pools_params_and_asset_schedules(home: Path) -> None:
+    from airflow.sdk import AssetAny
+
+    from mzflow.airflow import dags
+
+    built = dags.load(str(home))
+    assert set(built) == {"mzflow_a", "mzflow_b"}
+    a, b = built["mzflow_a"], built["mzflow_b"]
+    assert {t.task_id: t.pool for t in a.tasks} == {
+        "pick_time": "default_pool", "v0_by_k": "mzflow_a", "m1": "mzflow_a",
+        "m1_by_v": "mzflow_a", "m2": "mzflow_a"}
+    assert a.get_task("m2").upstream_task_ids == {"pick_time", "m1", "m1_by_v"}
+    assert a.get_task("m1").downstream_task_ids == {"m2"}
+    assert a.schedule is None
+    assert isinstance(b.schedule, AssetAny)
+    assert [x.uri for x in b.schedule.objects] == [a.get_task("m2").outlets[0].uri]
+    assert a.get_task("m2").index == "m2_primary_idx"
+    p = a.params
+    assert (p["full_refresh"], p["objects"], p["at"]) == (False, [], None)
+    assert p.get_param("objects").schema["type"] == "array"
+    assert "m2" in p.get_param("objects").schema["examples"]
+    assert p.get_param("at").schema["type"] == ["null", "integer"]
+    assert a.max_active_runs == 1 and "mzflow" in a.tags
+
+
+def test_a_home_without_catalog_gives_no_dags(tmp_path: Path) -> None:
+    from mzflow.airflow import dags
+
+    assert dags.load(str(tmp_path / "nothing")) == {}
+    assert not (tmp_path / "nothing" / "catalog.db").exists()
+
+
+def test_parsing_the_dag_file_never_loads_spark_delta_or_expectations(home: Path) -> None:
+    code = textwrap.dedent(f"""
+        import runpy, sys
+        g = runpy.run_path({str(LOADER)!r})
+        print(sorted(k for k in g if k.startswith("mzflow_")))
+        print([m for m in ("pyspark", "deltalake", "great_expectations", "py4j")
+               if m in sys.modules])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "MZFLOW_HOME": str(home)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    dag_ids, heavy = out.stdout.strip().splitlines()[-2:]
+    assert dag_ids == "['mzflow_a', 'mzflow_b']"
+    assert heavy == "[]"
+
+
+def test_pool_plan_keeps_foreign_pools() -> None:
+    snap = _snapshot_with(clusters=[("a", "small"), ("b", "large")])
+    mine = pools.marker(snap.installation_id)
+    existing = {"default_pool": (128, "Default pool"), "mzflow_a": (1, f"x {mine}"),
+                "mzflow_gone": (4, f"mzflow cluster 'gone' {mine}"),
+                "mzflow_other": (2, "mzflow cluster 'other' [mzflow another-catalog]")}
+    changes = {(c.action, c.pool, c.slots) for c in pools.plan(snap, existing)}
+    assert changes == {("create", "mzflow_default", 2), ("resize", "mzflow_a", 2),
+                       ("create", "mzflow_b", 8), ("delete", "mzflow_gone", 4)}
+
+
+def _snapshot_with(clusters: list[tuple[str, str]]) -> object:
+    from mzflow.catalog.model import Cluster, Snapshot
+
+    cs = (Cluster(1, "default"),) + tuple(
+        Cluster(i + 2, name, size=size) for i, (name, size) in enumerate(clusters))
+    return Snapshot(version=1, clusters=cs, items=(), installation_id="inst-1")
+
+
+# -- against a real Airflow database ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """The session's migrated Airflow database (this module's AIRFLOW_HOME)."""
+    db = _AIRFLOW_HOME / "airflow.db"
+    if not db.exists():
+        subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+                       check=True, capture_output=True, timeout=300)
+    return db
+
+
+def _airflow_pools() -> dict[str, int]:
+    from airflow.models.pool import Pool
+
+    return {p.pool: p.slots for p in Pool.get_pools() if p.pool}
+
+
+@pytest.mark.slow
+def test_pools_follow_create_alter_drop_cluster(home: Path, airflow_db: Path) -> None:
+    from airflow.models.pool import Pool
+
+    Pool.create_or_update_pool("mzflow_handmade", 3, "not ours", include_deferred=False)
+    with mzflow.connect(str(home)) as conn:
+        pools.sync(conn.store.snapshot())
+        got = _airflow_pools()
+        assert {k: v for k, v in got.items() if k.startswith("mzflow_")} == {
+            "mzflow_default": 2, "mzflow_a": 2, "mzflow_b": 4, "mzflow_handmade": 3}
+        conn.execute("ALTER CLUSTER a SET (SIZE 'large'); CREATE CLUSTER c SIZE 'xsmall'")
+        conn.execute("DROP CLUSTER b CASCADE")
+        changes = pools.sync(conn.store.snapshot())
+    assert {(c.action, c.pool) for c in changes if c.action != "keep"} == {
+        ("resize", "mzflow_a"), ("create", "mzflow_c"), ("delete", "mzflow_b")}
+    got = _airflow_pools()
+    assert {k: v for k, v in got.items() if k.startswith("mzflow_")} == {
+        "mzflow_default": 2, "mzflow_a": 8, "mzflow_c": 1, "mzflow_handmade": 3}
+
+
+@pytest.mark.slow
+def test_airflow_sync_command(home: Path, airflow_db: Path, tmp_path: Path) -> None:
+    af = _own_airflow_home(airflow_db, tmp_path)
+    env = {**os.environ, "MZFLOW_HOME": str(home)}
+    cmd = [sys.executable, "-m", "mzflow.cli", "airflow", "sync", "--airflow-home", str(af)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=_airflow_env(env, af),
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert " create | mzflow_b" in out.stdout
+    again = subprocess.run(cmd, capture_output=True, text=True, env=_airflow_env(env, af),
+                           timeout=120)
+    assert " keep   | mzflow_b" in again.stdout and "create" not in again.stdout
+
+
+def _own_airflow_home(airflow_db: Path, tmp_path: Path) -> Path:
+    af = tmp_path / "airflow"
+    (af / "dags").mkdir(parents=True)
+    shutil.copy(airflow_db, af / "airflow.db")
+    return af
+
+
+def _airflow_env(env: dict[str, str], af: Path) -> dict[str, str]:
+    return {**env, "AIRFLOW_HOME": str(af), "AIRFLOW__CORE__DAGS_FOLDER": str(af / "dags"),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{af / 'airflow.db'}"}
+
+
+# -- ticks through dag.test() -----------------------------------------------------------
+
+_RUN = """
+import json, runpy, sys
+import mzflow
+g = runpy.run_path(sys.argv[1])
+out = []
+def rows(sql):
+    with mzflow.connect() as conn:
+        conn.execute("SET transaction_isolation = 'serializable'")
+        return [list(r) for r in conn.execute(sql).rows]
+for step in json.loads(sys.argv[2]):
+    if "sql" in step:
+        with mzflow.connect() as conn:
+            conn.execute(step["sql"])
+        continue
+    if "read" in step:
+        out.append(rows(step["read"]))
+        continue
+    run = g[step["dag"]].test(run_conf=step.get("conf"))
+    states = {ti.task_id: str(ti.state).split(".")[-1].lower() for ti in run.get_task_instances()}
+    out.append([str(run.state).split(".")[-1].lower(), states])
+print("RESULT " + json.dumps(out))
+"""
+
+
+def run_dag_steps(home: Path, airflow_db: Path, tmp_path: Path, dag_file: Path,
+                  steps: list[dict[str, object]]) -> tuple[list[object], str]:
+    """Run ``steps`` (DAG tests, SQL, serializable reads) in one child process: one
+    JVM for all of them, and Airflow configured for this test's own database."""
+    af = _own_airflow_home(airflow_db, tmp_path)
+    shutil.copy(dag_file, af / "dags" / dag_file.name)
+    env = _airflow_env({**os.environ, "MZFLOW_HOME": str(home)}, af)
+    out = subprocess.run([sys.executable, "-c", _RUN, str(af / "dags" / dag_file.name),
+                          json.dumps(steps)], capture_output=True, text=True, env=env,
+                         timeout=900, cwd=tmp_path)
+    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    assert out.returncode == 0 and result, out.stdout[-4000:] + out.stderr[-4000:]
+    return json.loads(result[-1].removeprefix("RESULT ")), out.stdout + out.stderr
+
+
+@pytest.mark.slow
+def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
+                                                  tmp_path: Path) -> None:
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("INSERT INTO t VALUES (1, 10), (2, -5), (3, 7)")
+    read_m2 = "SET cluster = a; SELECT k, w FROM m2 ORDER BY k"
+    # dag.test() in one process shares the DAG's Param objects between runs and a run's
+    # conf overwrites their values in place: every run spells out all three params.
+    none = {"objects": [], "full_refresh": False, "at": None}
+    steps: list[dict[str, object]] = [
+        {"dag": "mzflow_a", "conf": none},
+        {"read": read_m2},
+        {"sql": "INSERT INTO t VALUES (4, 1), (5, 2)"},
+        # Restricted to m1: m2 is skipped and keeps its old contents.
+        {"dag": "mzflow_a", "conf": {**none, "objects": ["m1"]}},
+        {"read": read_m2},
+        {"dag": "mzflow_a", "conf": {**none, "full_refresh": True}},
+        {"read": read_m2},
+        # Nothing new: every tick finds its index up to date and skips.
+        {"dag": "mzflow_a", "conf": none},
+        {"dag": "mzflow_b", "conf": none},
+        {"read": "SET cluster = b; SELECT k, n FROM m3 ORDER BY k"},
+    ]
+    res, log = run_dag_steps(home, airflow_db, tmp_path, LOADER, steps)
+    first, m2_1, restricted, m2_2, full, m2_3, idle, b_run, m3 = res
+    assert first == ["success", {"pick_time": "success", "v0_by_k": "success",
+                                 "m1": "success", "m1_by_v": "success", "m2": "success"}]
+    assert m2_1 == [[1, 20], [3, 14]]
+    assert restricted[0] == "success"
+    # "m1" picks m1's indexes (as `mzflow tick --object m1` does), not what reads it.
+    assert restricted[1]["m1"] == restricted[1]["m1_by_v"] == "success"
+    assert restricted[1]["m2"] == restricted[1]["v0_by_k"] == "skipped"
+    assert m2_2 == m2_1
+    assert full[1]["m2"] == "success" and full[1]["m1"] == "skipped"  # m1 already there
+    assert m2_3 == [[1, 20], [3, 14], [4, 2], [5, 4]]
+    assert idle[0] == "success" and set(idle[1].values()) == {"success", "skipped"}
+    assert all(s == "skipped" for k, s in idle[1].items() if k != "pick_time")
+    assert b_run[0] == "success" and m3 == [[1, 1], [3, 1], [4, 1], [5, 1]]
+    # The task log says what the tick read and wrote.
+    assert "mzflow tick: materialize.public.m2_primary_idx: upper " in log
+    assert " rows in " in log and "version " in log
+    m2_ticks = [line for line in log.splitlines()
+                if "mzflow tick: materialize.public.m2_primary_idx" in line]
+    assert len(m2_ticks) == 2 and "recompute" in m2_ticks[-1]  # the full refresh
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cleanup_airflow_home() -> Iterator[None]:
+    yield
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
