@@ -242,12 +242,13 @@ print("RESULT " + json.dumps(out))
 
 
 def run_dag_steps(home: Path, airflow_db: Path, tmp_path: Path, dag_file: Path,
-                  steps: list[dict[str, object]]) -> tuple[list[object], str]:
+                  steps: list[dict[str, object]],
+                  extra_env: dict[str, str] | None = None) -> tuple[list[object], str]:
     """Run ``steps`` (DAG tests, SQL, serializable reads) in one child process: one
     JVM for all of them, and Airflow configured for this test's own database."""
     af = _own_airflow_home(airflow_db, tmp_path)
     shutil.copy(dag_file, af / "dags" / dag_file.name)
-    env = _airflow_env({**os.environ, "MZFLOW_HOME": str(home)}, af)
+    env = _airflow_env({**os.environ, "MZFLOW_HOME": str(home), **(extra_env or {})}, af)
     out = subprocess.run([sys.executable, "-c", _RUN, str(af / "dags" / dag_file.name),
                           json.dumps(steps)], capture_output=True, text=True, env=env,
                          timeout=900, cwd=tmp_path)
@@ -273,14 +274,16 @@ def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
         {"dag": "mzflow_a", "conf": {**none, "objects": ["m1"]}},
         {"read": read_m2},
         {"dag": "mzflow_a", "conf": {**none, "full_refresh": True}},
-        {"read": read_m2},
         # Nothing new: every tick finds its index up to date and skips.
         {"dag": "mzflow_a", "conf": none},
+        {"read": read_m2},
         {"dag": "mzflow_b", "conf": none},
         {"read": "SET cluster = b; SELECT k, n FROM m3 ORDER BY k"},
     ]
-    res, log = run_dag_steps(home, airflow_db, tmp_path, LOADER, steps)
-    first, m2_1, restricted, m2_2, full, m2_3, idle, b_run, m3 = res
+    # Batches never count as large here, so only full_refresh makes a tick recompute.
+    res, log = run_dag_steps(home, airflow_db, tmp_path, LOADER, steps,
+                             {"MZFLOW_RECOMPUTE_SHARE": "1000"})
+    first, m2_1, restricted, m2_2, full, idle, m2_3, b_run, m3 = res
     assert first == ["success", {"pick_time": "success", "v0_by_k": "success",
                                  "m1": "success", "m1_by_v": "success", "m2": "success"}]
     assert m2_1 == [[1, 20], [3, 14]]
@@ -299,7 +302,12 @@ def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
     assert " rows in " in log and "version " in log
     m2_ticks = [line for line in log.splitlines()
                 if "mzflow tick: materialize.public.m2_primary_idx" in line]
-    assert len(m2_ticks) == 2 and "recompute" in m2_ticks[-1]  # the full refresh
+    # first run, full refresh, idle run (logged, then skipped as up to date)
+    assert len(m2_ticks) == 3 and "recompute" in m2_ticks[1]
+    assert "0 rows changed" in m2_ticks[2]
+    m1_ticks = [line for line in log.splitlines()
+                if "mzflow tick: materialize.public.m1_primary_idx" in line]
+    assert "recompute" not in m1_ticks[-1]  # the restricted run's m1: incremental
 
 
 @pytest.fixture(scope="module", autouse=True)
