@@ -220,7 +220,8 @@ def _airflow_env(env: dict[str, str], af: Path) -> dict[str, str]:
 _RUN = """
 import json, runpy, sys
 import mzflow
-g = runpy.run_path(sys.argv[1])
+from airflow.sdk import DAG
+g = {v.dag_id: v for v in runpy.run_path(sys.argv[1]).values() if isinstance(v, DAG)}
 out = []
 def rows(sql):
     with mzflow.connect() as conn:
@@ -233,6 +234,9 @@ for step in json.loads(sys.argv[2]):
         continue
     if "read" in step:
         out.append(rows(step["read"]))
+        continue
+    if "write_file" in step:
+        open(step["write_file"], "w").write(step["text"])
         continue
     run = g[step["dag"]].test(run_conf=step.get("conf"))
     states = {ti.task_id: str(ti.state).split(".")[-1].lower() for ti in run.get_task_instances()}
@@ -314,3 +318,64 @@ def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
 def _cleanup_airflow_home() -> Iterator[None]:
     yield
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+# -- DAG-as-code -------------------------------------------------------------------------
+
+EXAMPLES = REPO / "dags" / "examples"
+
+
+def test_dsl_declarations_order_ticks_without_touching_the_catalog(tmp_path: Path) -> None:
+    from mzflow.airflow.dsl import Catalog
+
+    mz = Catalog(home=str(tmp_path / "h"))
+    a = mz.cluster("a", size="xsmall")
+    mz.table("t", "k int, v int")
+    m1 = mz.materialized_view("m1", "SELECT k, v FROM t", a)
+    mz.view("through", "WITH x AS (SELECT k FROM m1) SELECT k FROM x")
+    mz.materialized_view("m2", "SELECT k FROM through", a)
+    mz.index("m1_by_v", m1, ["v"], "a")
+    mz.materialized_view("elsewhere", "SELECT k FROM m1", "b")
+    assert [(t.task_id, t.upstream) for t in mz.plan("a")] == [
+        ("m1", ()), ("m1_by_v", ()), ("m2", ("m1", "m1_by_v"))]
+    assert [d["kind"] for d in mz.decls()] == [
+        "cluster", "table", "materialized-view", "view", "materialized-view", "index",
+        "materialized-view"]
+    assert mz.decls()[0]["sql"] == "CREATE CLUSTER a SIZE 'xsmall'"
+    assert not (tmp_path / "h").exists()  # declaring writes nothing
+    with pytest.raises(mzflow.Error, match="unknown cluster size 'huge'"):
+        mz.cluster("z", size="huge")
+
+
+@pytest.mark.slow
+def test_example_orders_pipeline_with_dag_test(tmp_path: Path, airflow_db: Path) -> None:
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    shutil.copy(EXAMPLES / "data" / "orders-2026-11-01.csv", incoming)
+    batch2 = "id,customer,amount\n5,grace,300\n6,barbara,150\n7,ada,10\n"
+    totals = "SET cluster = example_analytics; SELECT * FROM example_customer_totals ORDER BY 1"
+    top = "SET cluster = example_analytics; SELECT * FROM example_top_customers ORDER BY 1"
+    none = {"objects": [], "full_refresh": False, "at": None}
+    steps: list[dict[str, object]] = [
+        {"dag": "example_orders", "conf": none},
+        {"read": totals},
+        {"write_file": str(incoming / "orders-2026-11-02.csv"), "text": batch2},
+        {"dag": "example_orders", "conf": none},
+        {"read": totals},
+        # A second run with no new file loads nothing twice.
+        {"dag": "example_orders", "conf": none},
+        {"read": totals},
+        {"read": top},
+    ]
+    res, log = run_dag_steps(tmp_path / "home", airflow_db, tmp_path,
+                             EXAMPLES / "orders_pipeline.py", steps,
+                             {"ORDERS_INCOMING": str(incoming)})
+    first, t1, second, t2, third, t3, top_rows = res
+    assert first[0] == "success" and set(first[1].values()) == {"success"}
+    assert t1 == [["ada", 2, 290], ["edsger", 1, 99], ["grace", 1, 120]]
+    assert second[0] == "success"
+    assert t2 == [["ada", 3, 300], ["barbara", 1, 150], ["edsger", 1, 99], ["grace", 2, 420]]
+    assert third[0] == "success" and t3 == t2
+    assert top_rows == [["ada", 300], ["barbara", 150], ["grace", 420]]
+    assert "created cluster example_analytics" in log
+    assert "was already applied" in log or "COPY 0" in log

@@ -34,10 +34,27 @@ class MzflowTickOperator(BaseOperator):
     ui_color = "#d6eadf"
 
     def __init__(self, *, index: str, home: str, catalog_url: str | None = None,
-                 names: Sequence[str] = (), **kwargs: Any) -> None:
+                 names: Sequence[str] = (), time_task_id: str = tasks.PICK_TIME,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.index, self.home, self.catalog_url = index, home, catalog_url
         self.names = list(names) or [index]
+        self.time_task_id = time_task_id  # the run's MzflowPickTimeOperator
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return tasks.tick(self.home, self.catalog_url, self.index, self.names, context)
+        return tasks.tick(self.home, self.catalog_url, self.index, self.names, context,
+                          self.time_task_id)
+
+
+class MzflowDeployOperator(BaseOperator):
+    """Create the DAG file's declared mzflow objects that the catalog lacks (dsl.py)."""
+
+    ui_color = "#fdf1d6"
+
+    def __init__(self, *, home: str, decls: list[dict[str, Any]],
+                 catalog_url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.home, self.catalog_url, self.decls = home, catalog_url, decls
+
+    def execute(self, context: Any) -> list[str]:
+        return tasks.deploy(self.home, self.catalog_url, self.decls)

@@ -50,7 +50,7 @@ def _events(context: Mapping[str, Any]) -> list[Any]:
 
 
 def tick(home: str, catalog_url: str | None, index: str, names: list[str],
-         context: Mapping[str, Any]) -> dict[str, Any]:
+         context: Mapping[str, Any], time_task_id: str = PICK_TIME) -> dict[str, Any]:
     """Tick one index to the run's time; log and return what it read and wrote.
 
     Skips (no asset event, so nothing downstream is woken) when the run is restricted
@@ -64,10 +64,10 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     wanted = params.get("objects") or []
     if wanted and not set(wanted) & set(names):
         raise AirflowSkipException(f"not among the run's objects {wanted}")
-    at = context["ti"].xcom_pull(task_ids=PICK_TIME)
+    at = context["ti"].xcom_pull(task_ids=time_task_id)
     with _full_refresh(bool(params.get("full_refresh"))), \
             mzflow.connect(home, catalog_url=catalog_url) as conn:
-        reports = conn.tick(object=index, at=at)
+        reports = conn.tick(object=_index_of(conn.store.snapshot(), index), at=at)
     if not reports:
         raise AirflowFailException(f"{index} is no longer maintained")
     report = reports[0]
@@ -94,6 +94,19 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     return out
 
 
+def _index_of(snap: Any, name: str) -> str:
+    """A materialized view's name stands for its default index (DAG-as-code declares
+    views, and does not know what the catalog will name their indexes)."""
+    from mzflow.catalog.model import MATERIALIZED_VIEW
+
+    item = snap.find(name)
+    if item is not None and item.kind == MATERIALIZED_VIEW:
+        for ix in snap.indexes_on(item.id):
+            if ix.is_default_index:
+                return str(ix.name)
+    return name
+
+
 @contextmanager
 def _full_refresh(on: bool) -> Iterator[None]:
     """A full refresh recomputes the batch instead of propagating its changes: a
@@ -110,3 +123,29 @@ def _full_refresh(on: bool) -> Iterator[None]:
             del os.environ["MZFLOW_RECOMPUTE_SHARE"]
         else:
             os.environ["MZFLOW_RECOMPUTE_SHARE"] = old
+
+
+def deploy(home: str, catalog_url: str | None, decls: list[dict[str, Any]]) -> list[str]:
+    """Apply DAG-as-code declarations (``dsl.py``) to the catalog, idempotently: what
+    exists is left alone (a cluster whose SIZE differs is resized), what is missing is
+    created in declaration order. Safe to retry and to run twice."""
+    import mzflow
+
+    done = []
+    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        for d in decls:
+            snap = conn.store.snapshot()
+            if d["kind"] == "cluster":
+                have = snap.find_cluster(d["name"])
+                if have is None:
+                    conn.execute(d["sql"])
+                    done.append(f"created cluster {d['name']}")
+                elif d.get("size") and not have.virtual and have.size != d["size"]:
+                    conn.execute(d["alter_sql"])
+                    done.append(f"resized cluster {d['name']} to {d['size']}")
+            elif snap.find(d["name"]) is None:
+                conn.execute(d["sql"])
+                done.append(f"created {d['kind']} {d['name']}")
+    for line in done or ["catalog already up to date"]:
+        log.info("mzflow deploy: %s", line)
+    return done
