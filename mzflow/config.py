@@ -20,6 +20,8 @@ class Config:
     home: Path
     catalog_url: str
     spark_master: str
+    # When set, CREATE/ALTER/DROP CLUSTER also sync this Airflow home's pools.
+    airflow_home: Path | None = None
 
     @property
     def warehouse(self) -> Path:
@@ -29,10 +31,11 @@ class Config:
 def _read(path: Path) -> dict[str, object]:
     with path.open("rb") as f:
         data = tomllib.load(f)
-    home = data.get("home")
-    if isinstance(home, str):
-        p = Path(home).expanduser()
-        data["home"] = str(p if p.is_absolute() else (path.parent / p).resolve())
+    for key in ("home", "airflow_home"):
+        value = data.get(key)
+        if isinstance(value, str) and value:
+            p = Path(value).expanduser()
+            data[key] = str(p if p.is_absolute() else (path.parent / p).resolve())
     return data
 
 
@@ -55,4 +58,6 @@ def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = N
     if not url:
         url = f"sqlite:///{resolved_home / 'catalog.db'}"
     master = os.environ.get("MZFLOW_SPARK_MASTER") or str(data.get("spark_master") or "local[*]")
-    return Config(home=resolved_home, catalog_url=url, spark_master=master)
+    airflow = os.environ.get("MZFLOW_AIRFLOW_HOME", str(data.get("airflow_home") or ""))
+    return Config(home=resolved_home, catalog_url=url, spark_master=master,
+                  airflow_home=Path(airflow).expanduser().resolve() if airflow else None)

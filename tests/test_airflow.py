@@ -379,3 +379,37 @@ def test_example_orders_pipeline_with_dag_test(tmp_path: Path, airflow_db: Path)
     assert top_rows == [["ada", 300], ["barbara", 150], ["grace", 420]]
     assert "created cluster example_analytics" in log
     assert "was already applied" in log or "COPY 0" in log
+
+
+@pytest.mark.slow
+def test_cluster_ddl_syncs_pools_when_an_airflow_home_is_set(
+        tmp_path: Path, airflow_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    af = _own_airflow_home(airflow_db, tmp_path)
+    for key, value in _airflow_env({}, af).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MZFLOW_AIRFLOW_HOME", str(af))
+
+    def slots() -> dict[str, int]:
+        with sqlite3.connect(af / "airflow.db") as db:
+            return dict(db.execute("SELECT pool, slots FROM slot_pool WHERE pool LIKE 'mzflow%'"))
+
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        created = conn.execute("CREATE CLUSTER etl SIZE 'medium'")
+        assert "Airflow pool mzflow_etl: create (4 slots)" in created.notices
+        assert slots() == {"mzflow_default": 2, "mzflow_etl": 4}
+        conn.execute("ALTER CLUSTER etl SET (SIZE 'xsmall')")
+        assert slots()["mzflow_etl"] == 1
+        dropped = conn.execute("DROP CLUSTER etl")
+        assert "Airflow pool mzflow_etl: delete (1 slots)" in dropped.notices
+        assert slots() == {"mzflow_default": 2}
+        # Other DDL never starts a sync.
+        assert conn.execute("CREATE TABLE t (a int)").notices == []
+    monkeypatch.setenv("MZFLOW_AIRFLOW_HOME", str(tmp_path / "no-airflow-here"))
+    monkeypatch.setenv("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+                       f"sqlite:///{tmp_path / 'missing' / 'airflow.db'}")
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        # The DDL stands; the notice says how to catch the pools up.
+        notices = conn.execute("CREATE CLUSTER late").notices
+    assert any("run `mzflow airflow sync`" in n for n in notices), notices

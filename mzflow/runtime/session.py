@@ -159,10 +159,20 @@ class Connection:
         return handler(self, stmt)
 
     def _create_cluster(self, stmt: ast.CreateCluster) -> Result:
-        return Result(status="CREATE CLUSTER", notices=ddl.create_cluster(self.store, stmt))
+        notices = ddl.create_cluster(self.store, stmt)
+        return Result(status="CREATE CLUSTER", notices=notices + self._sync_pools())
 
     def _alter_cluster(self, stmt: ast.AlterCluster) -> Result:
-        return Result(status="ALTER CLUSTER", notices=ddl.alter_cluster(self.store, stmt))
+        notices = ddl.alter_cluster(self.store, stmt)
+        return Result(status="ALTER CLUSTER", notices=notices + self._sync_pools())
+
+    def _sync_pools(self) -> list[str]:
+        """Clusters are Airflow pools: keep them in step when an Airflow home is set."""
+        if self.config.airflow_home is None:
+            return []
+        from mzflow.runtime.airflow_sync import sync_pools
+
+        return sync_pools(self.config)
 
     def _create_table(self, stmt: ast.CreateTable) -> Result:
         return Result(status="CREATE TABLE",
@@ -203,8 +213,10 @@ class Connection:
                       notices=ddl.create_sink(self.store, stmt, self.variable("cluster")))
 
     def _drop(self, stmt: ast.DropObjects) -> Result:
-        return Result(status=f"DROP {stmt.args['kind']}",
-                      notices=ddl.drop(self.store, stmt, self._drop_storage))
+        notices = ddl.drop(self.store, stmt, self._drop_storage)
+        if stmt.args["kind"] == "CLUSTER":
+            notices = notices + self._sync_pools()
+        return Result(status=f"DROP {stmt.args['kind']}", notices=notices)
 
     def _alter_table(self, stmt: exp.Alter) -> Result:
         def add(item: Item, column: Column, ts: int) -> None:
