@@ -71,6 +71,7 @@ def session(master: str | None = None) -> Any:
             # pyspark logs every failed query's JVM stack on this logger; the user gets
             # the same failure as an mzflow error instead.
             logging.getLogger("SQLQueryContextLogger").disabled = True
+            logging.getLogger("DataFrameQueryContextLogger").disabled = True
             _session = builder.getOrCreate()
             _session.sparkContext.setLogLevel("OFF")
         return _session
