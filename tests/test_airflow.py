@@ -413,3 +413,193 @@ def test_cluster_ddl_syncs_pools_when_an_airflow_home_is_set(
         # The DDL stands; the notice says how to catch the pools up.
         notices = conn.execute("CREATE CLUSTER late").notices
     assert any("run `mzflow airflow sync`" in n for n in notices), notices
+
+
+# -- a real Airflow: api-server, scheduler, dag-processor -------------------------------
+
+
+class AirflowServer:
+    """Airflow 3's three long-running processes on a private home and port, each in its
+    own process group so teardown stops exactly what it started."""
+
+    def __init__(self, af: Path, env: dict[str, str]):
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.base = f"http://localhost:{self.port}"
+        self.af = af
+        self.env = {**_airflow_env(env, af),
+                    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                    "AIRFLOW__API__BASE_URL": self.base,
+                    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
+                    "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                    "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+                    "AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL": "5",
+                    # Every component signs and checks the same task-execution tokens.
+                    "AIRFLOW__API_AUTH__JWT_SECRET": "mzflow-test-jwt",
+                    "AIRFLOW__API__SECRET_KEY": "mzflow-test-key"}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._token: str | None = None
+
+    def start(self) -> None:
+        airflow = str(Path(sys.executable).parent / "airflow")
+        commands = {"api-server": [airflow, "api-server", "--port", str(self.port),
+                                   "--workers", "1"],
+                    "scheduler": [airflow, "scheduler"],
+                    "dag-processor": [airflow, "dag-processor"]}
+        for name, cmd in commands.items():
+            log = (self.af / f"{name}.log").open("wb")
+            self.procs[name] = subprocess.Popen(cmd, env=self.env, stdout=log,
+                                                stderr=subprocess.STDOUT,
+                                                start_new_session=True, cwd=self.af)
+
+    def stop(self) -> None:
+        import signal
+
+        for p in self.procs.values():
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=30)
+
+    def logs(self) -> str:
+        return "\n".join(f"== {n}\n" + (self.af / f"{n}.log").read_text(errors="replace")[-3000:]
+                         for n in self.procs)
+
+    def request(self, method: str, path: str, body: object = None) -> object:
+        import urllib.request
+
+        if self._token is None and path != "/auth/token":
+            self._token = self.request("GET", "/auth/token")["access_token"]  # type: ignore[index]
+        req = urllib.request.Request(
+            self.base + path, method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     **({"Authorization": f"Bearer {self._token}"} if self._token else {})})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def wait_for(self, what: str, check: object, timeout: float) -> object:
+        """Poll ``check()`` until it returns something truthy; fail with the logs."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [n for n, p in self.procs.items() if p.poll() is not None]
+            if dead:
+                pytest.fail(f"Airflow {dead} exited while waiting for {what}\n{self.logs()}")
+            try:
+                got = check()  # type: ignore[operator]
+            except OSError:
+                got = None
+            if got:
+                return got
+            time.sleep(2)
+        pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{self.logs()}")
+
+    def run_state(self, dag_id: str, run_id: str) -> str | None:
+        from urllib.parse import quote
+
+        state = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}")
+        s = state["state"]  # type: ignore[index]
+        return s if s in ("success", "failed") else None
+
+    def runs(self, dag_id: str) -> list[dict[str, object]]:
+        got = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=run_after")
+        return got["dag_runs"]  # type: ignore[index,no-any-return]
+
+
+def _mzflow_sql(home: Path, sql: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "mzflow.cli", "--home", str(home), "sql",
+                          "-c", sql], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.slow
+def test_real_airflow_rest_triggered_run_maintains_views(tmp_path: Path,
+                                                          airflow_db: Path) -> None:
+    import time
+
+    home = tmp_path / "home"
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE CLUSTER a SIZE 'small'; CREATE CLUSTER b SIZE 'xsmall';"
+                     "CREATE TABLE t (k int, v int);"
+                     "CREATE MATERIALIZED VIEW m1 IN CLUSTER a AS SELECT k, v FROM t WHERE v > 0;"
+                     "CREATE MATERIALIZED VIEW m2 IN CLUSTER b AS SELECT count(*) AS n FROM m1;"
+                     "INSERT INTO t VALUES (1, 5), (2, -1)")
+    af = _own_airflow_home(airflow_db, tmp_path)
+    shutil.copy(LOADER, af / "dags" / LOADER.name)
+    server = AirflowServer(af, {**os.environ, "MZFLOW_HOME": str(home)})
+    sync = subprocess.run([sys.executable, "-m", "mzflow.cli", "--home", str(home), "airflow",
+                           "sync", "--airflow-home", str(af)], env=server.env,
+                          capture_output=True, text=True, timeout=120)
+    assert sync.returncode == 0, sync.stderr
+    server.start()
+    try:
+        server.wait_for("the DAGs to be parsed", lambda: all(
+            _exists(server, f"/api/v2/dags/{d}") for d in ("mzflow_a", "mzflow_b")), 180)
+        pools = {p["name"]: p["slots"] for p in server.request(  # type: ignore[index]
+            "GET", "/api/v2/pools")["pools"]}  # type: ignore[index]
+        assert (pools["mzflow_a"], pools["mzflow_b"]) == (2, 1)
+
+        def trigger() -> float:
+            started = time.monotonic()
+            run = server.request("POST", "/api/v2/dags/mzflow_a/dagRuns",
+                                 {"logical_date": None, "conf": {}})
+            run_id = run["dag_run_id"]  # type: ignore[index]
+            state = server.wait_for("mzflow_a's run", lambda: server.run_state(
+                "mzflow_a", run_id), 600)
+            assert state == "success", server.logs()
+            return time.monotonic() - started
+
+        first = trigger()
+        # mzflow_b reads m1 through its asset: the scheduler starts it on its own.
+        server.wait_for("mzflow_b's asset-triggered run", lambda: [
+            r for r in server.runs("mzflow_b") if r["state"] == "success"], 600)
+        assert server.runs("mzflow_b")[0]["run_type"] == "asset_triggered"
+        read = ("SET transaction_isolation = 'serializable'; SET cluster = a; "
+                "SELECT k, v FROM m1 ORDER BY k; SET cluster = b; SELECT n FROM m2")
+        assert _table_rows(_mzflow_sql(home, read)) == [["1", "5"], ["1"]]
+
+        _mzflow_sql(home, "INSERT INTO t VALUES (3, 7), (4, 8)")
+        second = trigger()
+        server.wait_for("a second run of mzflow_b", lambda: len(
+            [r for r in server.runs("mzflow_b") if r["state"] == "success"]) == 2, 600)
+        assert _table_rows(_mzflow_sql(home, read)) == [
+            ["1", "5"], ["3", "7"], ["4", "8"], ["3"]]
+        logs = "".join(p.read_text(errors="replace") for p in (af / "logs").rglob("*")
+                       if p.is_file())
+        assert "mzflow tick: materialize.public.m1_primary_idx: upper " in logs
+        print(f"trigger to success: first run {first:.1f} s, second run {second:.1f} s")
+    finally:
+        server.stop()
+
+
+def _exists(server: AirflowServer, path: str) -> bool:
+    import urllib.error
+
+    try:
+        server.request("GET", path)
+        return True
+    except urllib.error.HTTPError:
+        return False
+
+
+def _table_rows(psql: str) -> list[list[str]]:
+    """Data rows of every table in ``mzflow sql`` output (header, rule and count cut)."""
+    rows, lines = [], psql.splitlines()
+    for i, line in enumerate(lines):
+        if set(line.strip()) <= set("-+") and line.strip() and i + 1 < len(lines):
+            for row in lines[i + 1:]:
+                if row.startswith("("):
+                    break
+                rows.append([c.strip() for c in row.split("|")])
+    return rows
