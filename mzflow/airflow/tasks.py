@@ -65,6 +65,7 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     if wanted and not set(wanted) & set(names):
         raise AirflowSkipException(f"not among the run's objects {wanted}")
     at = context["ti"].xcom_pull(task_ids=time_task_id)
+    _use_spark_connection()
     with _full_refresh(bool(params.get("full_refresh"))), \
             mzflow.connect(home, catalog_url=catalog_url) as conn:
         reports = conn.tick(object=_index_of(conn.store.snapshot(), index), at=at)
@@ -92,6 +93,24 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
         for asset in task.outlets:
             outlets[asset].extra = {"at": at, "version": report.version_after}
     return out
+
+
+def _use_spark_connection() -> None:
+    """Point this task's Spark at the ``mzflow_spark`` connection, if there is one. A
+    task process starts Spark once, so the environment is where the runtime reads it."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from mzflow.airflow.hooks import CONN_ID, MzflowSparkHook
+
+    master = MzflowSparkHook().master()
+    if master is None:
+        return
+    if master.startswith("sc://"):
+        raise AirflowFailException(
+            f"connection {CONN_ID} names a Spark Connect endpoint ({master.split('/;')[0]}); "
+            "the mzflow runtime does not start Spark Connect sessions yet")
+    log.info("mzflow: Spark master %s (connection %s)", master, CONN_ID)
+    os.environ["MZFLOW_SPARK_MASTER"] = master
 
 
 def _index_of(snap: Any, name: str) -> str:

@@ -58,6 +58,9 @@ REASONS = {
 }
 
 ACCUMULABLE = (exp.Count, exp.Sum, exp.Avg)
+# MIN and MAX merge into the state too while the batch only inserts (monotonic input);
+# a batch that retracts rows recomputes them for its affected groups.
+MONOTONE = (exp.Min, exp.Max)
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,7 @@ class ChangePlan:
 
 
 def accumulable(agg: exp.Expr) -> bool:
-    if not isinstance(agg, ACCUMULABLE):
+    if not isinstance(agg, ACCUMULABLE + MONOTONE):
         return False
     return not isinstance(agg.this, exp.Distinct)
 
@@ -140,6 +143,10 @@ def _strategy(node: Node, state_reduce: bool, in_chain: bool) -> Strategy:
     if isinstance(node, ir.Join):
         return Strategy(inc, how="delta join, other inputs pruned by the changed keys")
     if isinstance(node, ir.Reduce):
+        if state_reduce and any(isinstance(a, MONOTONE) for a in node.aggs):
+            return Strategy(inc, how="accumulable: changes merged into the state by key; "
+                                     "MIN/MAX merged for append-only batches, else their "
+                                     "affected groups recomputed")
         if state_reduce:
             return Strategy(inc, how="accumulable: changes merged into the state by key")
         if node.keys:

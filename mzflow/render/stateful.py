@@ -41,6 +41,8 @@ def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
         if isinstance(agg, exp.Count):
             if arg is not None:
                 out.append((f"_n{i}", arg, "n"))
+        elif isinstance(agg, exp.Min | exp.Max):
+            out.append((f"_m{i}", arg, "min" if isinstance(agg, exp.Min) else "max"))
         else:
             out.append((f"_s{i}", arg, "s"))
             out.append((f"_n{i}", arg, "n"))
@@ -65,10 +67,12 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
     d = flow.delta(node.input)
     if d is None:
         return None
-    sums = [F.sum(F.col(DIFF)).alias(ROWS)]
+    sums = [F.sum(F.col(DIFF)).alias(ROWS), F.min(F.col(DIFF)).alias(_LEAST_DIFF)]
     for name, arg, role in parts:
         assert arg is not None
-        if role == "s":
+        if role in ("min", "max"):
+            sums.append((F.min if role == "min" else F.max)(F.expr(_sql(arg))).alias(name))
+        elif role == "s":
             sums.append(F.sum(F.expr(f"({_sql(arg)}) * `{DIFF}`")).alias(name))
         else:
             sums.append(F.sum(F.when(F.expr(_sql(arg)).isNotNull(), F.col(DIFF))
@@ -81,6 +85,11 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
         batch = batch.filter(pc.is_valid(batch.column(ROWS)))
     if batch.num_rows == 0:
         return None
+    retracts = (pc.min(batch.column(_LEAST_DIFF)).as_py() or 0) < 0
+    batch = batch.drop_columns([_LEAST_DIFF])
+    extremes = [p for p in parts if p[2] in ("min", "max")]
+    if extremes and retracts:
+        batch = _recompute_extremes(flow, node, batch, keys, extremes)
     partials = [ROWS] + [p[0] for p in parts]
     old = state_rows(batch.column(KEY))
     if old is None:
@@ -89,8 +98,12 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
     joined = batch.join(old.select([KEY] + partials), keys=KEY, join_type="left outer",
                         right_suffix="_old", use_threads=False)
     merged = joined.select(keys + [KEY])
+    roles = {p[0]: p[2] for p in parts}
     for c in partials:
         kind = batch.schema.field(c).type
+        if roles.get(c) in ("min", "max"):
+            merged = merged.append_column(c, _extreme(joined, c, roles[c], retracts))
+            continue
         # Arrow widens decimal sums by one digit of precision, past decimal128's 38.
         wide = pa.decimal256(75, kind.scale) if pa.types.is_decimal(kind) else kind
         a = pc.coalesce(joined.column(c), pa.scalar(0, kind)).cast(wide)
@@ -115,6 +128,45 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
     return StateResult(groups, after.unionAll(before), full=False)
 
 
+_LEAST_DIFF = "_mz_least_diff"
+
+
+def _extreme(joined: pa.Table, c: str, role: str, recomputed: bool) -> pa.Array:
+    """A group's new MIN/MAX: the batch's (recomputed over the group's rows) when the
+    batch retracted rows, else the extreme of the kept value and the batch's."""
+    batch = joined.column(c)
+    if recomputed:
+        return batch.combine_chunks() if isinstance(batch, pa.ChunkedArray) else batch
+    both = (pc.min_element_wise if role == "min" else pc.max_element_wise)(
+        batch, joined.column(f"{c}_old"), skip_nulls=True)
+    return both.cast(batch.type)
+
+
+def _recompute_extremes(flow: Dataflow, node: ir.Reduce, batch: pa.Table, keys: list[str],
+                        extremes: list[tuple[str, exp.Expr | None, str]]) -> pa.Table:
+    """MIN/MAX after a retraction: read the affected groups' rows at the new time (the
+    restriction prunes files by key) and take the extremes afresh."""
+    from pyspark.sql import functions as F
+
+    from mzflow.render.dataflow import NEW
+
+    r = None
+    if keys:
+        wanted = flow.spark.createDataFrame(batch.select(keys))
+        r = flow.restriction(tuple(node.keys), wanted)
+    rows = flow.full(node.input, NEW, r)
+    aggs = [(F.min if role == "min" else F.max)(F.expr(_sql(arg))).alias(name)
+            for name, arg, role in extremes if arg is not None]
+    key_cols = [F.expr(_sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
+    fresh = rows.groupBy(*key_cols).agg(*aggs) if keys else rows.agg(*aggs)
+    fresh = fresh.withColumn(KEY, key_column(fresh, keys) if keys else F.lit("global"))
+    values = fresh.select(KEY, *[name for name, _, _ in extremes]).toArrow()
+    names = [name for name, _, _ in extremes]
+    out = batch.drop_columns(names).join(values, keys=KEY, join_type="left outer",
+                                         use_threads=False)
+    return out.select(batch.column_names).cast(batch.schema)
+
+
 def _finalize(node: ir.Reduce, state: Any) -> Any:
     """Partials → the GROUP BY's output columns."""
     nkeys = len(node.keys)
@@ -122,6 +174,8 @@ def _finalize(node: ir.Reduce, state: Any) -> Any:
     for i, agg in enumerate(node.aggs):
         if isinstance(agg, exp.Count):
             exprs.append(f"`{ROWS}`" if isinstance(agg.this, exp.Star) else f"`_n{i}`")
+        elif isinstance(agg, exp.Min | exp.Max):
+            exprs.append(f"`_m{i}`")
         elif isinstance(agg, exp.Sum):
             exprs.append(f"CASE WHEN `_n{i}` = 0 THEN NULL ELSE `_s{i}` END")
         else:  # AVG
