@@ -161,8 +161,7 @@ class _Lowerer:
         for sub in s.find_all(exp.Subquery, exp.Exists):
             if sub.parent is not None and not isinstance(sub.parent, exp.From | exp.Join):
                 raise _Unmodeled(R_SUBQUERY)
-        if any(isinstance(e, exp.Query) for e in s.find_all(exp.In)
-               for e in [e.args.get("query")] if e is not None):
+        if any(isinstance(i.args.get("query"), exp.Query) for i in s.find_all(exp.In)):
             raise _Unmodeled(R_SUBQUERY)
         distinct = s.args.get("distinct")
         if distinct is not None and distinct.args.get("on") is not None:
@@ -171,7 +170,7 @@ class _Lowerer:
         scope: dict[tuple[str, str], str] = {}
         node = self.sources(s, names, scope)
 
-        def rewrite(e: exp.Expr) -> exp.Expr:
+        def scoped(e: exp.Expr) -> exp.Expr:
             def fix(n: exp.Expr) -> exp.Expr:
                 if isinstance(n, exp.Column) and (n.table, n.name) in scope:
                     return col(scope[(n.table, n.name)])
@@ -180,6 +179,7 @@ class _Lowerer:
                 return n
             return e.copy().transform(fix)
 
+        rewrite: Callable[[exp.Expr], exp.Expr] = scoped
         where = _conjuncts(s.args.get("where"))
         if where:
             node = _push_filter(node, [rewrite(p) for p in where])

@@ -19,7 +19,7 @@ EXPLAIN).
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,10 +92,10 @@ class Dataflow:
         from pyspark.sql import functions as F
 
         inp = self.inputs[node.ref]
-        files = inp.files[mode]
-        if not files:
+        stored_files = inp.files[mode]
+        if not stored_files:
             return self._empty(node)
-        files = list(files)
+        files = list(stored_files)
         pruned_on = _plain(r.exprs[0]) if r is not None else None
         if r is not None and r.values is not None and pruned_on is not None:
             stored = node.stored[node.columns.index(pruned_on)]
@@ -272,6 +272,12 @@ class Dataflow:
 
     # -- changes -----------------------------------------------------------------------
 
+    def _changes(self, node: Node) -> Any:
+        """``delta`` of an input its parent only asks for when that input changed."""
+        d = self.delta(node)
+        assert d is not None
+        return d
+
     def delta(self, node: Node) -> Any | None:
         """Changes between the two times (None: statically none)."""
         if not self.changed(node):
@@ -315,7 +321,7 @@ class Dataflow:
             node.stored, node.columns, strict=True)], F.col(DIFF).cast("bigint").alias(DIFF))
 
     def _delta_filter(self, node: ir.Filter) -> Any:
-        df = self.delta(node.input)
+        df = self._changes(node.input)
         for p in node.predicates:
             df = df.where(_sql(p))
         return df
@@ -369,21 +375,21 @@ class Dataflow:
 
         if not node.keys:
             return self._recompute_diff(node)
-        d = self.delta(node.input)
+        d = self._changes(node.input)
         keys = d.select(*[F.expr(_sql(k)) for k in node.keys])
         return self._keyed(node, tuple(ir.col(c) for c in node.columns[:len(node.keys)]), keys)
 
     def _delta_topk(self, node: ir.TopK) -> Any:
         if not node.group:
             return self._recompute_diff(node)
-        d = self.delta(node.input)
+        d = self._changes(node.input)
         return self._keyed(node, tuple(ir.col(g) for g in node.group),
                            d.select(*[f"`{g}`" for g in node.group]))
 
     def _delta_window(self, node: ir.Window) -> Any:
         if not node.partition:
             return self._recompute_diff(node)
-        d = self.delta(node.input)
+        d = self._changes(node.input)
         return self._keyed(node, tuple(ir.col(g) for g in node.partition),
                            d.select(*[f"`{g}`" for g in node.partition]))
 
@@ -475,7 +481,7 @@ def _plain(e: exp.Expr) -> str | None:
     return e.name if isinstance(e, exp.Column) and not e.table else None
 
 
-def _substitute(e: exp.Expr, subst: dict[str, exp.Expr]) -> exp.Expr:
+def _substitute(e: exp.Expr, subst: Mapping[str, exp.Expr]) -> exp.Expr:
     def fix(n: exp.Expr) -> exp.Expr:
         if isinstance(n, exp.Column) and not n.table and n.name in subst:
             return subst[n.name].copy()

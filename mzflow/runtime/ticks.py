@@ -313,8 +313,7 @@ class _Work:
                 return self._finish(diffs.apply_diff(
                     diff.toDF(*columns, DIFF), index_files, self._index_ddl(), columns,
                     self._types()))
-            reduce = (self.plan.state_chain[-1].input if self.plan.state_chain
-                      else root)
+            reduce = self.plan.state_chain[-1].inputs[0] if self.plan.state_chain else root
             assert isinstance(reduce, ir.Reduce)
             state = StateShard(self.warehouse / f"{self.plan.index.id}.state")
             state_version = state.version_at(self.since) if state.exists() else None
