@@ -4,15 +4,18 @@
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-EXTRAS := dev,postgres,airflow,quality
+EXTRAS := dev,postgres,airflow,quality,bench
 DEMO_HOME ?= .mzflow/demo
+BENCH_SF ?= 1
+BENCH_ARGS ?=
 
-.PHONY: help install demo test lint typecheck pytest fast clean
+.PHONY: help install demo test lint typecheck pytest fast bench clean
 
 help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
 	@echo "make test       lint, type-check and run the whole test suite"
 	@echo "make fast       only the fast tests (skips those marked slow)"
+	@echo "make bench      mzflow vs full recompute vs Spark Declarative Pipelines (TPC-H SF $(BENCH_SF))"
 	@echo "make clean      remove the demo home and caches"
 
 $(STAMP): pyproject.toml
@@ -51,6 +54,10 @@ test: lint typecheck pytest
 
 fast: install
 	$(PY) -m pytest -m "not slow"
+
+# TPC-H at BENCH_SF (default 1); results in bench/results/ (see bench/README.md).
+bench: install
+	$(PY) bench/run.py --sf $(BENCH_SF) $(BENCH_ARGS)
 
 clean:
 	rm -rf .mzflow .pytest_cache .mypy_cache .ruff_cache .hypothesis
