@@ -435,6 +435,8 @@ class AirflowServer:
                     "AIRFLOW__API__BASE_URL": self.base,
                     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base}/execution/",
                     "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                    # LocalExecutor forks this many workers up front: keep the machine free.
+                    "AIRFLOW__CORE__PARALLELISM": "4",
                     "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
                     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
                     "AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL": "5",
@@ -603,3 +605,99 @@ def _table_rows(psql: str) -> list[list[str]]:
                     break
                 rows.append([c.strip() for c in row.split("|")])
     return rows
+
+
+# -- Spark from the mzflow_spark connection ----------------------------------------------
+
+
+def test_spark_connection_follows_the_spark_provider_conventions() -> None:
+    from mzflow.airflow.hooks import master_url
+
+    assert master_url("spark", "spark://m", 7077, {}) == "spark://m:7077"
+    assert master_url("spark", "m", 7077, {}) == "spark://m:7077"
+    assert master_url("spark", "local[*]", None, {}) == "local[*]"
+    assert master_url("spark", "yarn", None, {}) == "yarn"
+    assert master_url("spark", "", None, {}) == "local[*]"
+    assert master_url("spark_connect", "h", None, {}) == "sc://h:15002"
+    assert master_url("spark", "sc://h", 4000, {"token": "t", "use_ssl": True}) == \
+        "sc://h:4000/;token=t;use_ssl=true"
+
+
+class SparkStandalone:
+    """A Spark standalone master and one worker, as separate JVMs on this machine."""
+
+    def __init__(self, work: Path):
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.work = work
+        import pyspark
+
+        self.spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",
+                    "SPARK_WORKER_DIR": str(work / "worker"), "PYSPARK_PYTHON": sys.executable}
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def _start(self, name: str, *args: str) -> Path:
+        log = self.work / f"{name}.log"
+        self.procs.append(subprocess.Popen(
+            [self.spark_class, *args], env=self.env, stdout=log.open("wb"),
+            stderr=subprocess.STDOUT, start_new_session=True))
+        return log
+
+    def start(self, timeout: float = 180) -> None:
+        import time
+
+        master = self._start("master", "org.apache.spark.deploy.master.Master", "--host",
+                             "127.0.0.1", "--port", str(self.port), "--webui-port", "0")
+        worker = self._start("worker", "org.apache.spark.deploy.worker.Worker", "--host",
+                             "127.0.0.1", "--cores", "1", "--memory", "2g", "--webui-port",
+                             "0", self.url)
+        deadline = time.monotonic() + timeout
+        while "Successfully registered with master" not in worker.read_text(errors="replace"):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                pytest.fail("Spark standalone did not start:\n" + master.read_text()[-2000:]
+                            + worker.read_text()[-2000:])
+            time.sleep(1)
+
+    def stop(self) -> None:
+        import signal
+
+        for p in self.procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_ticks_run_on_a_spark_standalone_cluster_named_by_the_connection(
+        home: Path, airflow_db: Path, tmp_path: Path) -> None:
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("INSERT INTO t VALUES (1, 10), (2, -5), (3, 7)")
+    spark = SparkStandalone(tmp_path)
+    spark.start()
+    try:
+        conn_json = json.dumps({"conn_type": "spark", "host": "spark://127.0.0.1",
+                                "port": spark.port})
+        none = {"objects": [], "full_refresh": False, "at": None}
+        res, log = run_dag_steps(
+            home, airflow_db, tmp_path, LOADER,
+            [{"dag": "mzflow_a", "conf": {**none, "objects": ["m1"]}},
+             {"read": "SET cluster = a; SELECT k, v FROM m1 ORDER BY k"}],
+            {"AIRFLOW_CONN_MZFLOW_SPARK": conn_json})
+    finally:
+        spark.stop()
+    run, m1 = res
+    assert run[0] == "success" and run[1]["m1"] == "success"
+    assert m1 == [[1, 10], [3, 7]]
+    assert f"Spark master {spark.url} (connection mzflow_spark)" in log
+    # The work ran in an executor the worker launched, not in the task's own JVM.
+    assert list((tmp_path / "worker").glob("app-*/*/stderr"))
