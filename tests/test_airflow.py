@@ -539,6 +539,8 @@ def test_real_airflow_rest_triggered_run_maintains_views(tmp_path: Path,
                      "INSERT INTO t VALUES (1, 5), (2, -1)")
     af = _own_airflow_home(airflow_db, tmp_path)
     shutil.copy(LOADER, af / "dags" / LOADER.name)
+    (af / "plugins").mkdir()
+    shutil.copy(REPO / "plugins" / "mzflow_plugin.py", af / "plugins")
     server = AirflowServer(af, {**os.environ, "MZFLOW_HOME": str(home)})
     sync = subprocess.run([sys.executable, "-m", "mzflow.cli", "--home", str(home), "airflow",
                            "sync", "--airflow-home", str(af)], env=server.env,
@@ -577,6 +579,10 @@ def test_real_airflow_rest_triggered_run_maintains_views(tmp_path: Path,
             [r for r in server.runs("mzflow_b") if r["state"] == "success"]) == 2, 600)
         assert _table_rows(_mzflow_sql(home, read)) == [
             ["1", "5"], ["3", "7"], ["4", "8"], ["3"]]
+        # The plugin's catalog view, served by the api-server: m1 is caught up.
+        view = server.request("GET", "/mzflow/api/catalog")
+        m1 = next(i for i in view["indexes"] if i["index"] == "m1_primary_idx")  # type: ignore[index]
+        assert m1["upper"] > 0 and m1["lag_ms"] is not None and m1["error"] is None
         logs = "".join(p.read_text(errors="replace") for p in (af / "logs").rglob("*")
                        if p.is_file())
         assert "mzflow tick: materialize.public.m1_primary_idx: upper " in logs
@@ -701,3 +707,23 @@ def test_ticks_run_on_a_spark_standalone_cluster_named_by_the_connection(
     assert f"Spark master {spark.url} (connection mzflow_spark)" in log
     # The work ran in an executor the worker launched, not in the task's own JVM.
     assert list((tmp_path / "worker").glob("app-*/*/stderr"))
+
+
+# -- the plugin's catalog view -----------------------------------------------------------
+
+
+def test_plugin_serves_a_catalog_view(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fastapi.testclient import TestClient
+
+    from mzflow.airflow.plugin import MzflowPlugin, app
+
+    monkeypatch.setenv("MZFLOW_HOME", str(home))
+    client = TestClient(app)
+    view = client.get("/api/catalog").json()
+    assert {c["name"]: (c["pool"], c["slots"]) for c in view["clusters"]} == {
+        "default": ("mzflow_default", 2), "a": ("mzflow_a", 2), "b": ("mzflow_b", 4)}
+    m2 = next(i for i in view["indexes"] if i["index"] == "m2_primary_idx")
+    assert (m2["on"], m2["cluster"], m2["upper"], m2["lag_ms"]) == ("m2", "a", 0, None)
+    page = client.get("/").text
+    assert "Maintained indexes" in page and "m1_by_v" in page
+    assert MzflowPlugin.fastapi_apps[0]["url_prefix"] == "/mzflow"
