@@ -39,6 +39,8 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
 	@echo "== what the catalog now holds"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/inspect.sql
+	@echo "== through Airflow: pools from the clusters, a third batch, the generated DAG (dag.test)"
+	$(PY) scripts/airflow_demo.py $(DEMO_HOME)
 
 lint: install
 	$(VENV)/bin/ruff check mzflow tests

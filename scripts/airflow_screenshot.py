@@ -1,0 +1,96 @@
+"""Screenshots of the Airflow 3 UI showing generated mzflow DAGs and their pools.
+
+    apt-get install chromium-headless-shell      # Debian's headless Chromium
+    .venv/bin/python scripts/airflow_screenshot.py [--out docs/img]
+
+Builds the example catalog (conf/example/catalog.sql) in a temporary home, syncs the
+pools, starts a real Airflow (api-server, scheduler, dag-processor) on a temporary
+AIRFLOW_HOME, triggers the analytics cluster's DAG once through the REST API, and has
+headless Chromium capture the DAG, its graph and the pools page. Not run by the tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from airflow_server import AirflowServer  # noqa: E402
+
+CHROMIUM = ("chromium-headless-shell", "chromium", "chromium-browser")
+
+
+def shoot(browser: str, url: str, out: Path, budget_ms: int = 25000) -> None:
+    subprocess.run([browser, "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    "--window-size=1600,1000", f"--virtual-time-budget={budget_ms}",
+                    f"--screenshot={out}", url], check=True, capture_output=True, timeout=180)
+    print(f"wrote {out}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(REPO / "docs" / "img"))
+    args = parser.parse_args()
+    browser = next((b for b in CHROMIUM if shutil.which(b)), None)
+    if browser is None:
+        sys.exit("no headless Chromium: apt-get install chromium-headless-shell")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="mzflow-screenshot-"))
+    home, af = work / "home", work / "airflow"
+    (af / "dags").mkdir(parents=True)
+    (af / "plugins").mkdir()
+    shutil.copy(REPO / "dags" / "mzflow_catalog.py", af / "dags")
+    shutil.copy(REPO / "plugins" / "mzflow_plugin.py", af / "plugins")
+    mz = [sys.executable, "-m", "mzflow.cli", "--home", str(home)]
+    server = AirflowServer(af, {**os.environ, "MZFLOW_HOME": str(home)})
+    subprocess.run(mz + ["sql", "-f", str(REPO / "conf" / "example" / "catalog.sql")],
+                   check=True, capture_output=True)
+    subprocess.run(mz + ["sql", "-f", str(REPO / "conf" / "example" / "data.sql")],
+                   check=True, capture_output=True)
+    subprocess.run([str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+                   env=server.env, check=True, capture_output=True)
+    subprocess.run(mz + ["airflow", "sync", "--airflow-home", str(af)], env=server.env,
+                   check=True, capture_output=True)
+    server.start()
+    try:
+        server.wait_for("the DAG", lambda: _exists(server, "/api/v2/dags/mzflow_analytics"), 180)
+        run = server.request("POST", "/api/v2/dags/mzflow_analytics/dagRuns",
+                             {"logical_date": None, "conf": {}})
+        run_id = run["dag_run_id"]  # type: ignore[index]
+        server.wait_for("the run", lambda: server.run_state("mzflow_analytics", run_id), 600)
+        time.sleep(3)
+        login = f"{server.base}/auth/token/login?next="
+        shoot(browser, login + f"{server.base}/dags/mzflow_analytics", out / "airflow-dag.png")
+        # The run's task instances (run ids hold '+', which must reach the UI encoded).
+        shoot(browser, login + quote(f"{server.base}/dags/mzflow_analytics/runs/"
+                                     f"{quote(run_id, safe='')}", safe=":/"),
+              out / "airflow-dag-run.png")
+        shoot(browser, login + f"{server.base}/pools", out / "airflow-pools.png")
+        shoot(browser, f"{server.base}/mzflow/", out / "airflow-mzflow-catalog.png", 5000)
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _exists(server: AirflowServer, path: str) -> bool:
+    import urllib.error
+
+    try:
+        server.request("GET", path)
+        return True
+    except urllib.error.HTTPError:
+        return False
+
+
+if __name__ == "__main__":
+    main()
