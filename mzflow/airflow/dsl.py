@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from mzflow.airflow.graph import Maintained, _nearest_maintained, _toposort, pool_name, safe_id
+from mzflow.airflow.graph import Maintained, nearest_maintained, pool_name, safe_id, toposort
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, SINK, TABLE, VIEW, Item
 
 _PLAIN = re.compile(r"[a-z_][a-z0-9_$]*")
@@ -199,13 +199,13 @@ class Catalog:
             target = o.on or o.name
             upstream = []
             if target in items:
-                for dep in _nearest_maintained(target, items, indexes_on):
+                for dep in nearest_maintained(target, items, indexes_on):
                     upstream += [i.name for i in indexes_on[dep]
                                  if _cluster_of(self.objects, i.name) == cluster]
             tasks.append(Maintained(task_id=safe_id(o.name), index=o.name, on=target,
                                     asset="", upstream=tuple(safe_id(u) for u in upstream),
                                     upstream_assets=()))
-        return _toposort(tasks)
+        return toposort(tasks)
 
     def _add(self, obj: Object) -> Object:
         if any(o.name == obj.name for o in self.objects):

@@ -103,7 +103,7 @@ def cluster_dags(snap: Snapshot) -> list[ClusterDag]:
             assert ix.on_id is not None
             upstream: list[str] = []
             assets: list[str] = []
-            for obj in _nearest_maintained(ix.on_id, by_id, indexes_on):
+            for obj in nearest_maintained(ix.on_id, by_id, indexes_on):
                 here = [j for j in indexes_on[obj] if j.cluster_id == cluster.id]
                 if here:
                     upstream += [task_ids[j.id] for j in here]
@@ -117,7 +117,7 @@ def cluster_dags(snap: Snapshot) -> list[ClusterDag]:
         out.append(ClusterDag(cluster=cluster.name, dag_id=dag_id(cluster.name),
                               pool=pool_name(cluster.name),
                               slots=sizes.of_cluster(cluster.virtual, cluster.size).pool_slots,
-                              tasks=tuple(_toposort(tasks))))
+                              tasks=tuple(toposort(tasks))))
     return out
 
 
@@ -140,7 +140,7 @@ def _task_ids(indexes: list[Item], by_id: dict[str, Item]) -> dict[str, str]:
     return ids
 
 
-def _nearest_maintained(on_id: str, by_id: dict[str, Item],
+def nearest_maintained(on_id: str, by_id: dict[str, Item],
                         indexes_on: dict[str, list[Item]]) -> list[str]:
     """Objects read by ``on_id`` (transitively through unmaintained views) that are
     themselves maintained. The object itself is not its own input."""
@@ -162,7 +162,7 @@ def _nearest_maintained(on_id: str, by_id: dict[str, Item],
     return sorted(found, key=lambda i: by_id[i].oid)
 
 
-def _toposort(tasks: list[Maintained]) -> list[Maintained]:
+def toposort(tasks: list[Maintained]) -> list[Maintained]:
     """Stable topological order (catalog order among independent tasks). The catalog
     cannot hold a cycle, so every task is emitted."""
     by_id = {t.task_id: t for t in tasks}
