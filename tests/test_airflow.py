@@ -316,7 +316,15 @@ def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
 
 @pytest.fixture(scope="module", autouse=True)
 def _cleanup_airflow_home() -> Iterator[None]:
+    """Importing Airflow in-process adds a stdout handler to the root logger and lowers
+    its level: undo that, so later test modules log as they would without us."""
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
