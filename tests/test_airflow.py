@@ -617,6 +617,59 @@ def test_ticks_run_on_a_spark_standalone_cluster_named_by_the_connection(
     assert list((tmp_path / "worker").glob("app-*/*/stderr"))
 
 
+
+class SparkConnectServer(SparkStandalone):
+    """A Spark Connect server (``SparkConnectServer`` via spark-submit) as its own JVM."""
+
+    def __init__(self, work: Path):
+        super().__init__(work)
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.submit = str(Path(self.spark_class).parent / "spark-submit")
+
+    def start(self, timeout: float = 180) -> None:
+        import time
+
+        log = self.work / "connect.log"
+        self.procs.append(subprocess.Popen(
+            [self.submit, "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+             "--name", "mzflow-connect", "--master", "local[1]",
+             "--conf", f"spark.connect.grpc.binding.port={self.port}",
+             "--conf", "spark.ui.enabled=false", "spark-internal"],
+            env=self.env, cwd=self.work, stdout=log.open("wb"), stderr=subprocess.STDOUT,
+            start_new_session=True))
+        deadline = time.monotonic() + timeout
+        while "Spark Connect server started" not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):
+                pytest.fail("Spark Connect did not start:\n" + log.read_text()[-3000:])
+            time.sleep(1)
+
+
+@pytest.mark.slow
+def test_ticks_run_on_a_spark_connect_server_named_by_the_connection(
+        home: Path, airflow_db: Path, tmp_path: Path) -> None:
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("INSERT INTO t VALUES (4, 40), (5, -1)")
+    server = SparkConnectServer(tmp_path)
+    server.start()
+    try:
+        conn_json = json.dumps({"conn_type": "spark_connect", "host": "sc://127.0.0.1",
+                                "port": server.port})
+        none = {"objects": [], "full_refresh": False, "at": None}
+        res, log = run_dag_steps(
+            home, airflow_db, tmp_path, LOADER,
+            [{"dag": "mzflow_a", "conf": {**none, "objects": ["m1"]}},
+             {"read": "SET cluster = a; SELECT k, v FROM m1 ORDER BY k"}],
+            {"AIRFLOW_CONN_MZFLOW_SPARK": conn_json})
+        served = (tmp_path / "connect.log").read_text(errors="replace")
+    finally:
+        server.stop()
+    run, m1 = res
+    assert run[0] == "success" and run[1]["m1"] == "success"
+    assert [4, 40] in m1 and [5, -1] not in m1
+    assert f"Spark master {server.url} (connection mzflow_spark)" in log
+    # The tick's queries ran in the server's JVM: it logged the client's session.
+    assert "SparkConnect" in served and "session" in served.lower()
+
 # -- the plugin's catalog view -----------------------------------------------------------
 
 

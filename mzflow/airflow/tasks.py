@@ -98,17 +98,12 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
 def _use_spark_connection() -> None:
     """Point this task's Spark at the ``mzflow_spark`` connection, if there is one. A
     task process starts Spark once, so the environment is where the runtime reads it."""
-    from airflow.sdk.exceptions import AirflowFailException
 
     from mzflow.airflow.hooks import CONN_ID, MzflowSparkHook
 
     master = MzflowSparkHook().master()
     if master is None:
         return
-    if master.startswith("sc://"):
-        raise AirflowFailException(
-            f"connection {CONN_ID} names a Spark Connect endpoint ({master.split('/;')[0]}); "
-            "the mzflow runtime does not start Spark Connect sessions yet")
     log.info("mzflow: Spark master %s (connection %s)", master, CONN_ID)
     os.environ["MZFLOW_SPARK_MASTER"] = master
 

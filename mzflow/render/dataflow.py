@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
 from sqlglot import exp
 
 from mzflow.plan import ir
@@ -315,7 +316,8 @@ class Dataflow:
         assert inp.changes is not None
         changes, rows = inp.changes()
         self.rows_read += rows
-        df = (self.spark.createDataFrame(changes) if hasattr(changes, "num_rows")
+        # (a Spark Connect DataFrame answers every attribute, so test the type)
+        df = (self.spark.createDataFrame(changes) if isinstance(changes, pa.Table)
               else changes)
         return df.select(*[F.col(f"`{s}`").alias(n) for s, n in zip(
             node.stored, node.columns, strict=True)], F.col(DIFF).cast("bigint").alias(DIFF))

@@ -47,6 +47,14 @@ class Relation:
     count_column: str | None = None  # consolidated contents: repeat each row this often
 
 
+# What every mzflow session needs, whichever way Spark is reached.
+_SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.ansi.enabled": "true",
+}
+
+
 def session(master: str | None = None) -> Any:
     """The process's SparkSession; the first call starts the JVM (several seconds)."""
     global _session
@@ -57,21 +65,28 @@ def session(master: str | None = None) -> Any:
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             from pyspark.sql import SparkSession
 
-            builder = (
-                SparkSession.builder.appName("mzflow")
-                .master(master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]"))
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.sql.session.timeZone", "UTC")
-                .config("spark.sql.shuffle.partitions", "4")
-                .config("spark.sql.ansi.enabled", "true")
-                .config("spark.driver.extraJavaOptions",
-                        f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
-            )
+            url = master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]")
             # pyspark logs every failed query's JVM stack on this logger; the user gets
             # the same failure as an mzflow error instead.
             logging.getLogger("SQLQueryContextLogger").disabled = True
             logging.getLogger("DataFrameQueryContextLogger").disabled = True
+            if url.startswith("sc://"):
+                # Spark Connect: the server owns the JVM and its configuration; only
+                # session settings travel with the client.
+                _session = SparkSession.builder.remote(url).getOrCreate()
+                for key, value in _SESSION_CONF.items():
+                    _session.conf.set(key, value)
+                return _session
+            builder = (
+                SparkSession.builder.appName("mzflow")
+                .master(url)
+                .config("spark.ui.enabled", "false")
+                .config("spark.ui.showConsoleProgress", "false")
+                .config("spark.driver.extraJavaOptions",
+                        f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
+            )
+            for key, value in _SESSION_CONF.items():
+                builder = builder.config(key, value)
             _session = builder.getOrCreate()
             _session.sparkContext.setLogLevel("OFF")
         return _session
