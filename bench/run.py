@@ -32,6 +32,8 @@ the same JVM for the pipeline), the same data for everyone:
    (``bench/catalog_latency.py``), DAG-file parse time for 200 objects
    (``bench/dag_parse.py``), and one end-to-end ``spark-pipelines run`` of the pipeline
    project (a fresh JVM, as the CLI is used).
+4. One more batch at the smallest size, not counted in the figures, with each view's
+   tick under cProfile: where its time goes (``profiles`` in the JSON).
 
 Output: a table on the terminal, ``bench/results/<timestamp>.json`` and ``.png``.
 See bench/README.md for how to read them and for the targets.
@@ -477,6 +479,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     share, n_orders, cell)
                 failures.extend(f"{name} {pct(share)}: {c}" for c in cell.checks)
 
+        if args.profile and args.sizes:
+            # One more batch at the smallest size, not counted above: where a tick's time goes.
+            share = min(args.sizes)
+            batch = data.make_batch(db, max(1, round(share * lineitems / per_order)),
+                                    seed=7000 + batch_no)
+            data.apply_mzflow(conn, batch, home / "batches" / "profile")
+            data.apply_duckdb(db, batch)
+            result["profiles"] = {"batch": f"{pct(share)}: {batch}"}
+            for name in views:
+                result["profiles"][name] = profiled_tick(conn, name)
+                top = result["profiles"][name]["top"][:4]
+                say(f"profile {name}: {result['profiles'][name]['seconds']:.2f} s; "
+                    + "; ".join(f"{t['function']} {t['cumulative_s']:.2f} s" for t in top))
         if not args.quick:
             result["select_latency"] = select_latency(conn, views, args.select_n)
             say("SELECT latency measured")
@@ -502,6 +517,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result["targets"] = targets(result)
     result["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     return result
+
+
+def profiled_tick(conn: mzflow.Connection, name: str) -> dict[str, Any]:
+    """A tick under cProfile: the mzflow, delta-rs and Spark-client functions that took
+    at least 3 % of it (cumulative, so callers include their callees; time spent waiting
+    for Spark's JVM shows under the pyspark call that waited)."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.enable()
+    (report,) = conn.tick(object=name)
+    prof.disable()
+    stats: Any = pstats.Stats(prof)
+    total = report.seconds
+    rows = []
+    for (file, line, func), (_, ncalls, _, cum, _) in stats.stats.items():
+        where = file.replace("\\", "/")
+        if not any(k in where for k in ("/mzflow/", "/deltalake/", "/pyspark/sql/")):
+            continue
+        if cum < 0.03 * total:
+            continue
+        short = where.split("/mzflow/")[-1] if "/mzflow/" in where else (
+            "deltalake/" + where.split("/deltalake/")[-1] if "/deltalake/" in where
+            else "pyspark/sql/" + where.split("/pyspark/sql/")[-1])
+        rows.append({"function": f"{short}:{line}({func})", "calls": ncalls,
+                     "cumulative_s": round(cum, 3)})
+    rows.sort(key=lambda r: -r["cumulative_s"])
+    return {"seconds": total, "strategy": report.strategy, "rows_read": report.rows_read,
+            "files_read": report.files_read, "top": rows[:25]}
 
 
 def summarize(share: float, n_orders: int, cell: Cell) -> dict[str, Any]:
@@ -640,8 +685,7 @@ def table_text(result: dict[str, Any]) -> str:
                 return f"{r:6.1f}" if r is not None else f"{'-':>6}"
 
             strategies = c["mzflow"]["strategies"]
-            short = "; ".join(sorted({s.split(",")[0] if "R010" not in s else s[:40]
-                                      for s in strategies}))
+            short = "; ".join(sorted({s[:48] for s in strategies}))
             lines.append(
                 f"{name:<5} {size:>6} {ms('mzflow'):>13} {ms('recompute'):>13} {ms('sdp'):>13} "
                 f"{ratio('recompute')} {ratio('sdp')} "
@@ -746,6 +790,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="skip the end-to-end `spark-pipelines run` (a fresh JVM)")
     ap.add_argument("--quick", action="store_true",
                     help="skip SELECT/DDL/DAG-parse measurements (the smoke test)")
+    ap.add_argument("--no-profile", dest="profile", action="store_false",
+                    help="skip the profiled extra batch (cProfile of each view's tick)")
     ap.add_argument("--select-n", type=int, default=5, help="SELECTs per latency figure")
     ap.add_argument("--ddl-n", type=int, default=50, help="statements per DDL figure")
     args = ap.parse_args(argv)

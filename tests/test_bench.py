@@ -22,7 +22,7 @@ def test_bench_smoke(tmp_path: Path) -> None:
     out = tmp_path / "results"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "run.py"), "--sf", "0.01", "--views", "q01",
-         "--sizes", "0.01", "--batches", "1", "--quick", "--no-sdp-cli",
+         "--sizes", "0.01", "--batches", "1", "--quick", "--no-sdp-cli", "--no-profile",
          "--out", str(out), "--home", str(tmp_path / "home")],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
