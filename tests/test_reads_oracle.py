@@ -427,13 +427,15 @@ BATTERY = [
     Case("cte_twice",
          "WITH t AS (SELECT k, count(*) AS n FROM a GROUP BY k) "
          "SELECT x.k, y.k AS k2, x.n FROM t x JOIN t y ON x.n = y.n AND x.k < y.k"),
-    # Window ORDER BYs cover every column, so ties are identical rows: the multiset of
-    # results is determined.
+    # Window ORDER BYs cover every column, so ties are identical rows. Position-dependent
+    # functions (row_number, lag, lead) share one window, so identical rows pair their
+    # values alike in every engine; with two different windows, which identical row gets
+    # row number 12 and which gets the last lead is arbitrary (a real flake, seen once).
     Case("window_rank",
          "SELECT k, v, s, row_number() OVER (PARTITION BY k ORDER BY v, s) AS rn, "
          "rank() OVER (ORDER BY v DESC) AS rk, dense_rank() OVER (ORDER BY s) AS dr, "
          "lag(v) OVER (PARTITION BY k ORDER BY v, s) AS lg, "
-         "lead(s, 1, 'none') OVER (ORDER BY k, v, s) AS ld FROM a"),
+         "lead(s, 1, 'none') OVER (PARTITION BY k ORDER BY v, s) AS ld FROM a"),
     Case("window_sum",
          "SELECT k, v, sum(v) OVER (PARTITION BY k) AS total, "
          "sum(v) OVER (PARTITION BY k ORDER BY v) AS running, count(*) OVER () AS n FROM a"),
