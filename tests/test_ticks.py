@@ -99,7 +99,7 @@ def _check_views(home: Path, t0, u0, batches) -> None:
             conn.execute(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER work AS {sql}")
             conn.execute(f"CREATE VIEW {name}_plain AS {sql}")
         changes = [(t0, u0, None)] + list(batches)
-        for t_rows, u_rows, delete_a in changes:
+        for i, (t_rows, u_rows, delete_a) in enumerate(changes):
             for table, rows in (("t", t_rows), ("u", u_rows)):
                 if rows:
                     conn.execute(f"INSERT INTO {table} VALUES {values(rows)}")
@@ -112,7 +112,7 @@ def _check_views(home: Path, t0, u0, batches) -> None:
             reports = conn.tick(cluster="work")
             assert {r.on.split(".")[-1] for r in reports} == set(VIEWS)
             assert all(r.error is None for r in reports)
-            if (t_rows, u_rows, delete_a) != changes[0]:  # not the first tick
+            if i > 0:  # the first tick computes the whole contents
                 by_view = {r.on.split(".")[-1]: r.strategy for r in reports}
                 assert "mode delta" in by_view["joined"] and "mode state" in by_view["acc"]
             conn.execute("SET cluster = work; SET transaction_isolation = 'serializable'")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from mzflow.catalog import intervals, normalize, sizes
+from mzflow.catalog import intervals, normalize, sinks, sizes
 from mzflow.catalog.bind import bind, type_name
 from mzflow.catalog.determinism import check_deterministic
 from mzflow.catalog.model import (
@@ -373,20 +373,8 @@ def create_index(store: Store, stmt: ast.CreateIndex, session_cluster: str) -> N
 
 # -- sinks ---------------------------------------------------------------------
 
-SINK_FORMATS = ("PARQUET", "CSV", "JSON", "DELTA")
-SINK_OPTIONS = ("ENVELOPE", "SCHEDULE", "TIMEZONE", "SNAPSHOT")
-
-
 def create_sink(store: Store, stmt: ast.CreateSink, session_cluster: str) -> Notices:
     name = stmt.this.name
-    fmt = stmt.args["into"].name.upper()
-    if fmt not in SINK_FORMATS:
-        raise InvalidOption(f"unknown sink format {fmt}",
-                            hint=f"valid formats are {', '.join(SINK_FORMATS)}")
-    for opt in stmt.args.get("options") or []:
-        if opt.name not in SINK_OPTIONS:
-            raise InvalidOption(f'unexpected sink option "{opt.name}"',
-                                hint=f"valid options are {', '.join(SINK_OPTIONS)}")
     with store.write() as w:
         snap = w.snapshot
         if snap.find(name) is not None:
@@ -397,14 +385,18 @@ def create_sink(store: Store, stmt: ast.CreateSink, session_cluster: str) -> Not
         source = snap.resolve(stmt.args["source"].name)
         if source.kind not in RELATION_KINDS:
             raise WrongObjectType(f"{source.qualified_name} is not a relation")
+        sinks.options(stmt, tuple(c.name for c in source.columns))
         explicit = stmt.copy()
         explicit.set("this", normalize.qualified(name))
         explicit.set("source", normalize.qualified(source.name))
         explicit.set("cluster", exp.to_identifier(cluster.name, quoted=True))
         explicit.set("exists", None)
+        # The sink's as-of: its snapshot is the source at this time, its changes follow.
+        ts = w.allocate_ts()
+        w.committed(ts)
         w.insert_item(_new_item(w, name=name, kind=SINK, create_sql=normalize.sql(explicit),
                                 cluster_id=cluster.id, on_id=source.id,
-                                depends_on=(source.id,)))
+                                depends_on=(source.id,), created_ts=ts))
     return []
 
 

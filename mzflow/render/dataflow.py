@@ -382,18 +382,18 @@ class Dataflow:
         return self._keyed(node, tuple(ir.col(c) for c in node.columns[:len(node.keys)]), keys)
 
     def _delta_topk(self, node: ir.TopK) -> Any:
-        if not node.group:
-            return self._recompute_diff(node)
-        d = self._changes(node.input)
-        return self._keyed(node, tuple(ir.col(g) for g in node.group),
-                           d.select(*[f"`{g}`" for g in node.group]))
+        return self._per_partition(node, node.input, node.group)
 
     def _delta_window(self, node: ir.Window) -> Any:
-        if not node.partition:
+        return self._per_partition(node, node.input, node.partition)
+
+    def _per_partition(self, node: Node, input: Node, partition: tuple[str, ...]) -> Any:
+        """Recompute the partitions the changes touch (all of it without a partition)."""
+        if not partition:
             return self._recompute_diff(node)
-        d = self._changes(node.input)
-        return self._keyed(node, tuple(ir.col(g) for g in node.partition),
-                           d.select(*[f"`{g}`" for g in node.partition]))
+        d = self._changes(input)
+        return self._keyed(node, tuple(ir.col(g) for g in partition),
+                           d.select(*[f"`{g}`" for g in partition]))
 
     def _delta_setop(self, node: ir.SetOp) -> Any:
         keys = None
