@@ -28,6 +28,8 @@ examples:
   mzflow sql -f conf/example/catalog.sql
   mzflow --home /tmp/demo sql
   mzflow airflow sync             pools for the clusters in $AIRFLOW_HOME's database
+  mzflow sink run hourly_totals   export the sink's intervals that are due, in order
+  mzflow subscribe totals         print the view's changes as they commit (Ctrl-C stops)
 """
 
 
@@ -72,10 +74,38 @@ def build_parser() -> argparse.ArgumentParser:
                     "retention, merge small files, checkpoint the Delta log and delete files "
                     "no readable version needs.")
     compact.add_argument("--table", help="compact only this table")
+    sink = sub.add_parser(
+        "sink", help="sinks: export a relation's changes on a schedule",
+        description="A sink exports the changes of a table or view, one schedule interval "
+                    "at a time, to files named by interval (or commits to a Delta table), "
+                    "exactly once. Airflow runs the same work on the sink's schedule.")
+    sink_sub = sink.add_subparsers(dest="sink_command", metavar="ACTION", required=True)
+    sink_run = sink_sub.add_parser(
+        "run", help="export every interval that has ended and is not exported yet",
+        description="Catch up a sink: export its missed intervals in order, through the "
+                    "last one that has ended (or through --interval, which is exported "
+                    "again even if it was: files are rewritten byte for byte).")
+    sink_run.add_argument("name", help="the sink")
+    sink_run.add_argument("--interval", type=_interval, metavar="START/END",
+                          help="one schedule interval, ISO 8601, e.g. "
+                               "2026-11-22T10:00Z/2026-11-22T11:00Z")
+    sink_status = sink_sub.add_parser(
+        "status", help="the intervals of a sink that have ended and are not exported")
+    sink_status.add_argument("name", help="the sink")
+    subscribe = sub.add_parser(
+        "subscribe", help="stream a relation's changes (SUBSCRIBE) until interrupted",
+        description="Print (mz_timestamp, mz_diff, row...) for the snapshot and then every "
+                    "change as writes commit, until Ctrl-C or UP TO. Takes a SUBSCRIBE "
+                    "statement or just an object name.",
+        epilog='example: mzflow subscribe "SUBSCRIBE totals WITH (PROGRESS) UP TO 1763800000000"')
+    subscribe.add_argument("statement", help="SUBSCRIBE … or an object name")
+    subscribe.add_argument("--poll", type=float, default=0.5, metavar="SECONDS",
+                           help="how often to look for new writes (default 0.5)")
     af = sub.add_parser(
         "airflow", help="Airflow: pools and DAGs generated from the catalog",
         description="Each cluster is an Airflow pool (mzflow_<cluster>, slots from its SIZE) "
-                    "and a DAG of its maintained indexes.")
+                    "and a DAG of its maintained indexes; each sink is a DAG "
+                    "(mzflow_sink_<sink>) on its schedule, in its cluster's pool.")
     af_sub = af.add_subparsers(dest="airflow_command", metavar="ACTION", required=True)
     sync = af_sub.add_parser(
         "sync", help="create, resize and delete pools to match the clusters",
@@ -85,6 +115,20 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--dry-run", action="store_true", help="print the changes, make none")
     af_sub.add_parser("dags", help="print the DAGs the catalog generates (no Airflow needed)")
     return parser
+
+
+def _interval(text: str) -> tuple[object, object]:
+    import pendulum
+
+    start, sep, end = text.partition("/")
+    try:
+        if not sep:
+            raise ValueError
+        return pendulum.parse(start), pendulum.parse(end)
+    except Exception:
+        raise argparse.ArgumentTypeError(
+            "expected START/END in ISO 8601, e.g. 2026-11-22T10:00Z/2026-11-22T11:00Z"
+        ) from None
 
 
 def _key(text: str) -> tuple[str, int]:
@@ -113,6 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _tick(conn, args.cluster, args.object, args.at)
         if args.command == "airflow":
             return _airflow(conn, args)
+        if args.command == "sink":
+            return _sink(conn, args)
+        if args.command == "subscribe":
+            return _subscribe(conn, args.statement, args.poll)
         if getattr(args, "idempotency_key", None) is not None:
             if args.sql is None:
                 print("ERROR: --idempotency-key needs -c with one write statement",
@@ -166,6 +214,12 @@ def _airflow(conn: object, args: argparse.Namespace) -> int:
                  ", ".join(t.upstream_assets)) for d in graph.cluster_dags(snap) for t in d.tasks]
         print(format_table(["dag", "pool", "slots", "task", "index", "after",
                             "after assets"], rows))
+        sink_rows = [(d.dag_id, d.pool, "export", d.sink, d.schedule, d.timezone,
+                      d.start.isoformat()) for d in graph.sink_dags(snap)]
+        if sink_rows:
+            print()
+            print(format_table(["dag", "pool", "task", "sink", "schedule", "timezone",
+                                "first interval"], sink_rows))
         return 0
     if args.airflow_home:
         # Read by Airflow when it is first imported, which happens just below.
@@ -179,6 +233,47 @@ def _airflow(conn: object, args: argparse.Namespace) -> int:
         return 1
     print(format_table(["action", "pool", "slots"],
                        [(c.action, c.pool, c.slots) for c in changes]))
+    return 0
+
+
+def _sink(conn: object, args: argparse.Namespace) -> int:
+    import mzflow
+    from mzflow.runtime import sinks
+
+    assert isinstance(conn, mzflow.Connection)
+    try:
+        if args.sink_command == "status":
+            due = sinks.intervals_due(conn.store.snapshot(), args.name)
+            print(format_table(["start", "end"], [(s.isoformat(), e.isoformat())
+                                                  for s, e in due]))
+            return 0
+        done = conn.run_sink(args.name, args.interval,
+                             on_progress=lambda e: print(e.line(), flush=True))
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
+    if not done:
+        print(f"nothing to export: the first interval of {args.name} has not ended yet",
+              file=sys.stderr)
+    return 0
+
+
+def _subscribe(conn: object, statement: str, poll: float) -> int:
+    import mzflow
+
+    assert isinstance(conn, mzflow.Connection)
+    text = statement if statement.strip().upper().startswith("SUBSCRIBE") else (
+        f"SUBSCRIBE {statement}")
+    try:
+        sub = conn.subscribe(text, poll_seconds=poll)
+        print("\t".join(sub.columns), flush=True)
+        for row in sub:
+            print("\t".join(_cell(v) for v in row), flush=True)
+    except KeyboardInterrupt:
+        return 0
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
     return 0
 
 

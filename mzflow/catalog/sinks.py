@@ -75,7 +75,7 @@ def options(stmt: ast.CreateSink, columns: tuple[str, ...]) -> dict[str, object]
         elif opt.name == "TIMEZONE":
             out["timezone"] = _text(value, "TIMEZONE")
         elif opt.name == "SNAPSHOT":
-            out["snapshot"] = _flag(value, "SNAPSHOT")
+            out["snapshot"] = flag(value, "SNAPSHOT")
     if out["envelope"] == "UPSERT" and not out["key"]:
         # Materialize asks for the key of an upsert sink the same way.
         raise InvalidOption("ENVELOPE UPSERT requires a KEY",
@@ -131,7 +131,7 @@ def _text(value: exp.Expr | None, option: str) -> str:
     return str(value.this)
 
 
-def _flag(value: exp.Expr | None, option: str) -> bool:
+def flag(value: exp.Expr | None, option: str) -> bool:
     if value is None:
         return True
     if isinstance(value, exp.Boolean):

@@ -21,8 +21,9 @@ from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
 from mzflow.incremental.plan import require_incremental
 from mzflow.render.spark import EvaluationError
-from mzflow.runtime import explain, maintenance, reads, tables, ticks
+from mzflow.runtime import explain, maintenance, reads, sinks, tables, ticks
 from mzflow.runtime import show as show_mod
+from mzflow.runtime import subscribe as subscribe_mod
 from mzflow.sql import ast
 from mzflow.sql.parse import parse
 from mzflow.storage.delta import Shard
@@ -135,6 +136,21 @@ class Connection:
             snap = self._advance_to(at)
         return [ticks.tick_index(snap, self.config.warehouse, index, at)
                 for index in ticks.indexes_to_tick(snap, cluster, object)]
+
+    def subscribe(self, sql: str, *, poll_seconds: float = 0.5) -> subscribe_mod.Subscription:
+        """``SUBSCRIBE …`` as an iterator of rows (it waits for writes; stop iterating, or
+        give UP TO, to end it). ``.columns`` names the rows' fields."""
+        statements = parse(sql)
+        if len(statements) != 1 or not isinstance(statements[0], ast.Subscribe):
+            raise Error("subscribe() takes exactly one SUBSCRIBE statement")
+        return subscribe_mod.subscribe(self.store, self.config.warehouse, statements[0],
+                                       poll_seconds)
+
+    def run_sink(self, name: str, interval: sinks.Interval | None = None,
+                 on_progress: Callable[[sinks.Exported], None] | None = None
+                 ) -> list[sinks.Exported]:
+        """Export a sink's intervals that are due (``mzflow sink run``)."""
+        return sinks.run(self.store, self.config.warehouse, name, interval, on_progress)
 
     def compact(self, table: str | None = None) -> list[maintenance.Compacted]:
         """Advance ``since`` and reclaim storage (``mzflow compact``)."""
@@ -356,6 +372,15 @@ class Connection:
         self.store.advance_read_ts(at)
         return self.store.snapshot()
 
+    def _subscribe(self, stmt: ast.Subscribe) -> Result:
+        if stmt.args.get("up_to") is None:
+            raise Error("SUBSCRIBE without UP TO never ends",
+                        hint="add UP TO <time>, iterate Connection.subscribe(…), or run "
+                             "`mzflow subscribe`")
+        sub = subscribe_mod.subscribe(self.store, self.config.warehouse, stmt)
+        rows = list(sub)
+        return Result(sub.columns, rows, status=f"SUBSCRIBE {len(rows)}")
+
     def _as_of(self, stmt: ast.AsOf) -> Result:
         return self._select(stmt.this, at=reads.as_of_value(stmt.args["at"]))
 
@@ -392,6 +417,7 @@ def _replace_functions(query: exp.Query, snap: Snapshot) -> exp.Query:
 
 _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     ast.CreateCluster: Connection._create_cluster,
+    ast.Subscribe: Connection._subscribe,
     ast.AlterCluster: Connection._alter_cluster,
     ast.CreateTable: Connection._create_table,
     exp.Insert: Connection._insert,

@@ -136,7 +136,17 @@ class Explain(exp.Expression):
     arg_types = {"this": True, "kind": False}
 
 
+class Subscribe(exp.Expression):
+    """``SUBSCRIBE [TO] <object> | (<select>) [WITH (…)] [AS OF [AT LEAST] t] [UP TO t]``.
+
+    ``this`` is an object name (exp.Table) or a query."""
+
+    arg_types = {"this": True, "options": False, "as_of": False, "at_least": False,
+                 "up_to": False}
+
+
 MZ_NODES = (
+    Subscribe,
     RenameObject,
     Explain,
     CreateTable,

@@ -120,6 +120,9 @@ class MzParser(MaterializeParser):
         if self._curr and self._curr.text.upper() == "EXPLAIN":
             self._advance()
             return self._parse_explain()
+        if self._curr and self._curr.text.upper() == "SUBSCRIBE":
+            self._advance()
+            return self._parse_subscribe()
         if (
             self._curr
             and self._curr.token_type in self.dialect.tokenizer_class.COMMANDS
@@ -425,6 +428,34 @@ class MzParser(MaterializeParser):
             self.raise_error("Expected a SELECT, VIEW, MATERIALIZED VIEW or INDEX to explain")
         return self.expression(ast.Explain(this=query))
 
+    def _parse_subscribe(self) -> ast.Subscribe:
+        self._match_words("TO")
+        target: exp.Expr | None
+        if self._curr and self._curr.token_type == TokenType.L_PAREN:
+            self._advance()
+            target = self._parse_select()
+            if not isinstance(target, exp.Query):
+                self.raise_error("Expected a SELECT in parentheses")
+            if not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected )")
+        else:
+            target = self._expect_object("object name or (SELECT …) to subscribe to")
+        options = self._parse_options() if self._match(TokenType.WITH, advance=False) else []
+        as_of = up_to = None
+        at_least = False
+        if self._as_of_follows():
+            self._advance(2)
+            at_least = self._match_text_seq("AT", "LEAST")
+            as_of = self._parse_assignment()
+            if as_of is None:
+                self.raise_error("Expected a timestamp after AS OF")
+        if self._match_text_seq("UP", "TO"):
+            up_to = self._parse_assignment()
+            if up_to is None:
+                self.raise_error("Expected a timestamp after UP TO")
+        return self.expression(ast.Subscribe(this=target, options=options, as_of=as_of,
+                                             at_least=at_least, up_to=up_to))
+
     def _parse_mz_set(self, *, system: bool) -> ast.SetVariable:
         self._match_words("SESSION") or self._match_words("LOCAL")
         name = self._expect_name("variable name")
@@ -540,6 +571,17 @@ class MzGenerator(MaterializeGenerator):
     def renameobject_sql(self, e: ast.RenameObject) -> str:
         return f"ALTER {e.args['kind']} {self.sql(e.this)} RENAME TO {self.sql(e.args['to'])}"
 
+    def subscribe_sql(self, e: ast.Subscribe) -> str:
+        target = e.this
+        text = self.sql(target) if isinstance(target, exp.Table) else f"({self.sql(target)})"
+        out = f"SUBSCRIBE {text}{self._options(e)}"
+        if e.args.get("as_of") is not None:
+            least = " AT LEAST" if e.args.get("at_least") else ""
+            out += f" AS OF{least} {self.sql(e.args['as_of'])}"
+        if e.args.get("up_to") is not None:
+            out += f" UP TO {self.sql(e.args['up_to'])}"
+        return out
+
     def explain_sql(self, e: ast.Explain) -> str:
         kind = e.args.get("kind")
         return f"EXPLAIN {kind + ' ' if kind else ''}{self.sql(e.this)}"
@@ -590,6 +632,7 @@ class MzGenerator(MaterializeGenerator):
         ast.VersionAdded: versionadded_sql,
         ast.VersionedTable: versionedtable_sql,
         ast.AsOf: asof_sql,
+        ast.Subscribe: subscribe_sql,
         ast.CreateCluster: createcluster_sql,
         ast.AlterCluster: altercluster_sql,
         ast.CreateIndex: createindex_sql,
