@@ -14,6 +14,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import time
 from collections import Counter
 from collections.abc import Iterator
 from decimal import Decimal
@@ -413,8 +414,12 @@ CHILD = textwrap.dedent("""
         exports._encode = encode
     conn = mzflow.connect(sys.argv[1])
     print("ready", flush=True)
-    for e in conn.run_sink("s"):
-        print(e.line(), flush=True)
+    first = (pendulum.datetime(2026, 3, 1, 9, tz="UTC"), pendulum.datetime(2026, 3, 1, 10, tz="UTC"))
+    while True:  # the parent kills this process; until then, rewrite the interval
+        for e in conn.run_sink("s", first if mode == "loop" else None):
+            print(e.line(), flush=True)
+        if mode != "loop":
+            break
 """)
 
 
@@ -427,7 +432,8 @@ def _child(home: Path, now: str, mode: str) -> subprocess.Popen[str]:
 def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
         tmp_path: Path, clock: Any) -> None:
     """SIGKILL the exporting process: once after the data is written but before the
-    rename (it kills itself there), and at spread-out moments of a 400,000-row export.
+    rename (it kills itself there), and five times while a 400,000-row file is being
+    written.
     No file may ever be visible half written, and the next run must produce exactly
     the bytes of an undisturbed run."""
     clock(9, 50)
@@ -455,22 +461,25 @@ def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
     assert not final.exists()
     assert [p.name.startswith(".s-") for p in out.iterdir()] == [True]
 
-    # 2. Killed by the parent at spread-out moments of the export.
-    seen_partial = False
-    for delay in (0.5, 1.5, 3.0):
-        child = _child(home, now, "plain")
+    # 2. Killed by the parent the moment a write is under way (its temp file appears),
+    #    while the child rewrites the interval in a loop.
+    caught = 0
+    for _ in range(5):
+        child = _child(home, now, "loop")
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        import time
-
-        time.sleep(delay)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+                p.name.endswith(f".tmp-{child.pid}") for p in out.iterdir()):
+            time.sleep(0.001)
         child.kill()
         child.wait()
         for p in out.iterdir():
-            if p.name.endswith(".parquet"):  # a final name: must be whole
+            if p.name.endswith(".parquet"):  # a final name: always whole
                 assert pq.read_table(p).num_rows == n
-            else:
-                seen_partial = True
+            elif p.name.endswith(f".tmp-{child.pid}"):
+                caught += 1
+    assert caught >= 1, "no kill landed while a file was being written"
     # 3. The next run cleans up and exports exactly what an undisturbed run writes.
     done = conn.run_sink("s")
     assert [e.skipped for e in done] in ([False], [True])
@@ -482,5 +491,5 @@ def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
     first = (pendulum.datetime(*DAY, 9, tz="UTC"), pendulum.datetime(*DAY, 10, tz="UTC"))
     conn.run_sink("s", first)
     assert _sha(final) == digest  # what the killed runs left is what a clean run writes
-    print(f"kill test: a partial temp file was seen after a timed kill: {seen_partial}")
+    print(f"kill test: {caught} of 5 kills landed mid-write")
     conn.close()
