@@ -414,7 +414,8 @@ CHILD = textwrap.dedent("""
         exports._encode = encode
     conn = mzflow.connect(sys.argv[1])
     print("ready", flush=True)
-    first = (pendulum.datetime(2026, 3, 1, 9, tz="UTC"), pendulum.datetime(2026, 3, 1, 10, tz="UTC"))
+    first = (pendulum.datetime(2026, 3, 1, 9, tz="UTC"),
+             pendulum.datetime(2026, 3, 1, 10, tz="UTC"))
     while True:  # the parent kills this process; until then, rewrite the interval
         for e in conn.run_sink("s", first if mode == "loop" else None):
             print(e.line(), flush=True)

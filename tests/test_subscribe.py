@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from test_sinks import VIEW_SQL, History, _contents, _norm
+from test_sinks import VIEW_SQL, History, _norm
 
 import mzflow
 from mzflow.sql.parse import DIALECT, parse
