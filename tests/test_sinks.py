@@ -494,3 +494,30 @@ def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
     assert _sha(final) == digest  # what the killed runs left is what a clean run writes
     print(f"kill test: {caught} of 5 kills landed mid-write")
     conn.close()
+
+
+@pytest.mark.slow
+def test_compaction_keeps_what_a_lagging_sink_needs(tmp_path: Path, clock: Any) -> None:
+    clock(9, 50)
+    conn = mzflow.connect(str(tmp_path / "home"))
+    conn.execute("CREATE TABLE t (k int)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.execute(f"CREATE SINK s FROM t INTO PARQUET '{tmp_path}/out' WITH (SNAPSHOT = false)")
+    clock(10, 10)
+    conn.execute("INSERT INTO t VALUES (2)")
+    clock(10, 20)
+    conn.execute("DELETE FROM t WHERE k = 1")
+    clock(15, 0)  # hours later, well past the one-hour retention
+    conn.execute("INSERT INTO t VALUES (3)")
+    (compacted,) = conn.compact("t")
+    spec = sinks.spec(conn.store.snapshot().resolve("s"))
+    assert compacted.since <= spec.start_ts  # held back for the sink's first interval
+    done = conn.run_sink("s")
+    assert len(done) == 6  # 09–10 … 14–15
+    rows = [r for p in sorted((tmp_path / "out").glob("s-*"))
+            for r in pq.read_table(p).to_pylist()]
+    assert [(r["k"], r["mz_diff"]) for r in rows] == [(2, 1), (1, -1)]
+    # Once exported, the hold moves on and compaction may advance.
+    (again,) = conn.compact("t")
+    assert again.since > schedules.to_ms(pendulum.datetime(*DAY, 13, tz="UTC"))
+    conn.close()

@@ -1,6 +1,7 @@
 """Compaction: advance each table's ``since`` and reclaim what no valid read needs.
 
-For every table: ``since`` moves up to its retention; Delta's small files are
+For every table: ``since`` moves up to its retention, but not past what a sink
+still has to export (its read hold); Delta's small files are
 merged (optimize), the log is checkpointed, and files no version at or after
 ``since`` can read are vacuumed. Reads at ``t >= since`` keep working; reads
 below ``since`` were already refused.
@@ -15,6 +16,7 @@ from pathlib import Path
 from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
+from mzflow.runtime import sinks
 from mzflow.storage.delta import IndexShard, Shard
 
 log = logging.getLogger("mzflow.compact")
@@ -35,6 +37,7 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
     # Under the write lock: no write can commit between choosing `since` and vacuuming.
     with store.write() as w:
         snap = w.snapshot
+        held = sinks.holds(snap)
         for item in snap.items:
             if item.kind == INDEX and (only is None or item.name == only):
                 out.append(_compact_index(w, warehouse, item))
@@ -42,6 +45,8 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
                 continue
             shard = Shard(warehouse / item.id)
             since = frontiers.since(item, snap)
+            if item.id in held:  # a sink still has to export from there
+                since = max(item.since_ts or 0, min(since, held[item.id]))
             keep_from = shard.version_at(since) or 0
             ts = w.allocate_ts()
             stats = shard.compact(keep_from, ts)

@@ -132,6 +132,27 @@ def intervals_due(snap: Snapshot, name: str, until_ms: int | None = None) -> lis
     return due
 
 
+def holds(snap: Snapshot) -> dict[str, int]:
+    """Read holds: table id → the oldest time a sink still has to export from.
+    Compaction keeps history from there on, so a sink that lags (a paused DAG, a
+    failing target) can still catch up."""
+    out: dict[str, int] = {}
+    now = now_ms()
+    for spec in sinks.specs(snap):
+        item = snap.item(spec.source_id)
+        src = history.source(snap, exp.select("*").from_(exp.to_table(item.name)), item)
+        written = _Output(spec)
+        first = schedules.containing(spec.schedule, spec.timezone, spec.start_ts)
+        need = spec.start_ts - 1 if spec.snapshot else spec.start_ts
+        for start, end in schedules.following(spec.schedule, spec.timezone, first[0]):
+            need = max(schedules.to_ms(start) - 1, spec.start_ts)
+            if schedules.to_ms(start) > now or not written.exported(start, end):
+                break
+        for table in src.inputs:
+            out[table.id] = min(out.get(table.id, need), need)
+    return out
+
+
 def _export(store: Store, warehouse: Path, spec: SinkSpec, out: _Output,
             span: Interval) -> Exported:
     started = time.perf_counter()
