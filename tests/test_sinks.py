@@ -521,3 +521,23 @@ def test_compaction_keeps_what_a_lagging_sink_needs(tmp_path: Path, clock: Any) 
     (again,) = conn.compact("t")
     assert again.since > schedules.to_ms(pendulum.datetime(*DAY, 13, tz="UTC"))
     conn.close()
+
+
+def test_sink_on_a_table_after_add_column(tmp_path: Path, clock: Any) -> None:
+    clock(9, 50)
+    conn = mzflow.connect(str(tmp_path / "home"))
+    conn.execute("CREATE TABLE t (k int)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.execute(f"CREATE SINK s FROM t INTO PARQUET '{tmp_path}/out'")
+    clock(10, 10)
+    conn.execute("ALTER TABLE t ADD COLUMN v text")
+    conn.execute("INSERT INTO t VALUES (2, 'two')")
+    clock(11, 10)
+    done = conn.run_sink("s")
+    tables = [pq.read_table(p) for p in sorted((tmp_path / "out").glob("s-*"))]
+    assert [e.rows for e in done] == [1, 1]
+    # Files follow the table's newest columns; rows from before the column read NULL.
+    assert [t.column_names for t in tables] == [["mz_timestamp", "mz_diff", "k", "v"]] * 2
+    assert [(r["k"], r["v"]) for t in tables for r in t.to_pylist()] == [(1, None),
+                                                                         (2, "two")]
+    conn.close()

@@ -167,6 +167,9 @@ def _project(src: Source, rows: pa.Table) -> pa.Table:
     """A table's rows → the columns of the version the source reads (no row ids)."""
     keep = [c.name for c in src.columns]
     extra = [DIFF] if DIFF in rows.column_names else []
+    for name in keep:  # a version older than an ADD COLUMN: the column reads as NULL
+        if name not in rows.column_names:
+            rows = rows.append_column(name, pa.nulls(rows.num_rows))
     return rows.drop_columns([c for c in rows.column_names if c == ROWID]).select(
         keep + extra)
 
