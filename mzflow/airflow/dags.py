@@ -1,4 +1,4 @@
-"""The maintenance graph → Airflow DAGs: one DAG and one pool per cluster.
+"""The maintenance graph → Airflow DAGs: one DAG and one pool per cluster, one DAG per sink.
 
 Why one DAG per cluster, linked by Assets, rather than one DAG with tasks in many
 pools:
@@ -20,6 +20,12 @@ Within a DAG, tasks follow dependencies; ``pick_time`` runs first so the whole r
 targets one time. Params (``full_refresh``, ``objects``, ``at``) render as a form in
 the Airflow 3 trigger dialog.
 
+Each sink is a DAG of its own, ``mzflow_sink_<sink>``, on the sink's schedule as a
+``CronDataIntervalTimetable`` in the sink's time zone, starting with the interval that
+holds the sink's creation time. ``catchup=True`` and one active run make missed
+intervals run in order; its one task (``export``) runs in the pool of the sink's
+cluster and exports the run's data interval (a rerun rewrites the same file).
+
 Parsing reads the catalog (SQLAlchemy, no Spark, no delta-rs): see ``load``.
 """
 
@@ -31,11 +37,15 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, AssetAny, Param
+from airflow.sdk import DAG, Asset, AssetAny, CronDataIntervalTimetable, Param
 
-from mzflow.airflow.graph import ClusterDag, cluster_dags
-from mzflow.airflow.operators import MzflowPickTimeOperator, MzflowTickOperator
-from mzflow.airflow.tasks import PICK_TIME
+from mzflow.airflow.graph import ClusterDag, SinkDag, cluster_dags, sink_dags
+from mzflow.airflow.operators import (
+    MzflowPickTimeOperator,
+    MzflowSinkOperator,
+    MzflowTickOperator,
+)
+from mzflow.airflow.tasks import EXPORT, PICK_TIME
 from mzflow.catalog.model import Snapshot
 
 log = logging.getLogger(__name__)
@@ -99,11 +109,38 @@ def build_dag(plan: ClusterDag, home: str, catalog_url: str | None,
     return dag
 
 
+def build_sink_dag(plan: SinkDag, home: str, catalog_url: str | None) -> DAG:
+    dag = DAG(
+        dag_id=plan.dag_id,
+        schedule=CronDataIntervalTimetable(plan.cron, timezone=plan.timezone),
+        start_date=plan.start,  # in the sink's time zone: the DAG's time zone
+        catchup=True,  # every interval is exported, the missed ones too ...
+        max_active_runs=1,  # ... in order
+        default_args=DEFAULT_ARGS,  # an export rewrites the same bytes: retries are safe
+        tags=["mzflow", f"cluster:{plan.cluster}", "sink"],
+        description=f"Exports mzflow sink {plan.sink!r} ({plan.source} → {plan.format} "
+                    f"{plan.path}) every '{plan.schedule}' ({plan.timezone})",
+        doc_md=_sink_doc(plan),
+    )
+    with dag:
+        MzflowSinkOperator(task_id=EXPORT, sink=plan.sink, home=home, catalog_url=catalog_url,
+                           pool=plan.pool, pool_slots=1,
+                           doc_md=f"Exports sink `{plan.sink}` for the run's data interval.")
+    return dag
+
+
 def build(snap: Snapshot, home: str | Path, catalog_url: str | None = None,
           schedule: Any = None) -> dict[str, DAG]:
-    """Every cluster's DAG, keyed by dag id (what a DAG file puts in its globals)."""
-    return {p.dag_id: build_dag(p, str(home), catalog_url, schedule)
-            for p in cluster_dags(snap)}
+    """Every cluster's and every sink's DAG, keyed by dag id (what a DAG file puts in
+    its globals)."""
+    out = {p.dag_id: build_dag(p, str(home), catalog_url, schedule)
+           for p in cluster_dags(snap)}
+    for s in sink_dags(snap):
+        if s.dag_id in out:  # a cluster named sink_<x>: its DAG keeps the id
+            log.warning("mzflow: sink %s gets no DAG: %s is taken", s.sink, s.dag_id)
+            continue
+        out[s.dag_id] = build_sink_dag(s, str(home), catalog_url)
+    return out
 
 
 def load(home: str | None = None, catalog_url: str | None = None,
@@ -126,6 +163,15 @@ def load(home: str | None = None, catalog_url: str | None = None,
     # Tasks get the explicit URL only when it is not the home's default SQLite file.
     url = None if cfg.catalog_url == f"sqlite:///{cfg.home / 'catalog.db'}" else cfg.catalog_url
     return build(snap, cfg.home, url, schedule)
+
+
+def _sink_doc(plan: SinkDag) -> str:
+    return (f"### mzflow sink `{plan.sink}`\n\nGenerated from the catalog: edit the sink "
+            f"with SQL, not this DAG.\n\n| | |\n|---|---|\n| source | `{plan.source}` |\n"
+            f"| into | {plan.format} `{plan.path}` |\n| envelope | {plan.envelope} |\n"
+            f"| schedule | `{plan.schedule}` ({plan.timezone}) |\n"
+            f"| first interval | {plan.start.isoformat()} |\n"
+            f"| pool | `{plan.pool}` (cluster `{plan.cluster}`) |\n")
 
 
 def _doc(plan: ClusterDag) -> str:

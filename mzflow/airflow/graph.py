@@ -12,14 +12,19 @@ stops at the first objects that are maintained somewhere — those are its *near
 maintained inputs*. One in the same cluster is an upstream task; one only maintained
 in another cluster is an upstream *asset* (see ``dags.py`` for why assets). Tables
 end the walk: their indexes serve reads, they do not feed ticks.
+
+Each sink becomes one :class:`SinkDag`: a DAG of its own on the sink's schedule
+(catch-up on, one run at a time), its one task in the pool of the sink's cluster.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 
-from mzflow.catalog import sizes
+from mzflow.catalog import schedules, sizes
+from mzflow.catalog import sinks as catalog_sinks
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, TABLE, Item, Snapshot
 
 POOL_PREFIX = "mzflow_"
@@ -39,6 +44,10 @@ def pool_name(cluster: str) -> str:
 
 def dag_id(cluster: str) -> str:
     return DAG_PREFIX + safe_id(cluster)
+
+
+def sink_dag_id(sink: str) -> str:
+    return DAG_PREFIX + "sink_" + safe_id(sink)
 
 
 def asset_uri(installation_id: str, index: Item) -> str:
@@ -75,6 +84,25 @@ class ClusterDag:
     def upstream_assets(self) -> tuple[str, ...]:
         seen = dict.fromkeys(a for t in self.tasks for a in t.upstream_assets)
         return tuple(seen)
+
+
+@dataclass(frozen=True)
+class SinkDag:
+    """One sink's DAG: its intervals are the sink's (``catalog/schedules.py``), the first
+    one the interval holding the sink's creation time."""
+
+    sink: str  # unqualified: what ``runtime.sinks.run`` takes
+    dag_id: str
+    cluster: str
+    pool: str
+    source: str
+    format: str
+    path: str
+    envelope: str
+    schedule: str  # as written in CREATE SINK
+    cron: str  # presets spelled out
+    timezone: str
+    start: dt.datetime  # start of the first interval, in ``timezone``
 
 
 def pools(snap: Snapshot) -> dict[str, int]:
@@ -118,6 +146,22 @@ def cluster_dags(snap: Snapshot) -> list[ClusterDag]:
                               pool=pool_name(cluster.name),
                               slots=sizes.of_cluster(cluster.virtual, cluster.size).pool_slots,
                               tasks=tuple(toposort(tasks))))
+    return out
+
+
+def sink_dags(snap: Snapshot) -> list[SinkDag]:
+    """One entry per sink, in catalog order."""
+    out = []
+    for spec in catalog_sinks.specs(snap):
+        cluster = snap.cluster(spec.cluster_id)
+        assert cluster is not None
+        start, _ = schedules.containing(spec.schedule, spec.timezone, spec.start_ts)
+        out.append(SinkDag(
+            sink=spec.name, dag_id=sink_dag_id(spec.name), cluster=cluster.name,
+            pool=pool_name(cluster.name), source=snap.item(spec.source_id).qualified_name,
+            format=spec.format, path=spec.path, envelope=spec.envelope,
+            schedule=spec.schedule, cron=schedules.cron(spec.schedule),
+            timezone=spec.timezone, start=start))
     return out
 
 

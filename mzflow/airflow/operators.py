@@ -46,6 +46,21 @@ class MzflowTickOperator(BaseOperator):
                           self.time_task_id)
 
 
+class MzflowSinkOperator(BaseOperator):
+    """Export a sink's changes for the run's data interval (``mzflow.runtime.sinks``)."""
+
+    template_fields: Sequence[str] = ("sink",)
+    ui_color = "#efe3f7"
+
+    def __init__(self, *, sink: str, home: str, catalog_url: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.sink, self.home, self.catalog_url = sink, home, catalog_url
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        return tasks.export(self.home, self.catalog_url, self.sink, context)
+
+
 class MzflowDeployOperator(BaseOperator):
     """Create the DAG file's declared mzflow objects that the catalog lacks (dsl.py)."""
 

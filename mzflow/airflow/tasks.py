@@ -8,12 +8,19 @@ Every run ticks all its tasks to one time, chosen by the run's first task
 (``pick_time``), so a run leaves the cluster's indexes consistent with each other.
 A tick is one idempotent Delta commit (txn id ``tick-<index>`` + time): a retried
 or duplicated task either finds the work done or does it once.
+
+A sink's ``export`` task exports its run's data interval through
+``mzflow.runtime.sinks.run``, which first catches up earlier intervals and writes
+each one atomically under a name (or Delta commit) fixed by the interval, so a rerun
+rewrites the same bytes or finds the commit done.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -21,6 +28,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 PICK_TIME = "pick_time"
+EXPORT = "export"
 
 
 def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any]) -> int:
@@ -93,6 +101,68 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
         for asset in task.outlets:
             outlets[asset].extra = {"at": at, "version": report.version_after}
     return out
+
+
+def export(home: str, catalog_url: str | None, sink: str,
+           context: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Export the sink's intervals through the run's data interval; log and return
+    one record per interval (earlier ones the runtime caught up included)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    import mzflow
+    from mzflow.catalog import schedules
+    from mzflow.catalog import sinks as catalog_sinks
+    from mzflow.runtime import sinks
+    from mzflow.storage.exports import ExportError
+
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is None or end is None:
+        raise AirflowFailException("a sink run needs a data interval (a scheduled run, or "
+                                   "a manual one with a logical date)")
+    if schedules.to_ms(end) > time.time() * 1000:
+        # Only a manual run can get here; retrying after the interval ends helps.
+        raise RuntimeError(f"interval ending {end.isoformat()} has not ended yet")
+    _use_spark_connection()
+    try:
+        with mzflow.connect(home, catalog_url=catalog_url) as conn:
+            spec = catalog_sinks.spec(conn.store.snapshot().resolve(sink))
+            interval = sink_interval(spec.schedule, spec.timezone, start, end)
+            if interval != (start, end):
+                log.warning("mzflow sink: Airflow's interval %s .. %s is not one of sink "
+                            "%s's intervals; exporting through %s .. %s", start.isoformat(),
+                            end.isoformat(), sink, interval[0].isoformat(),
+                            interval[1].isoformat())
+            done = sinks.run(conn.store, conn.config.warehouse, sink, interval=interval,
+                             on_progress=lambda e: log.info("mzflow sink: %s", e.line()))
+    except ExportError:
+        raise  # I/O: a retry may succeed
+    except mzflow.Error as e:
+        # The sink is gone, its options or its data are wrong: retrying cannot help.
+        raise AirflowFailException(f"sink {sink}: {e}") from e
+    return [{"start": e.start.isoformat(), "end": e.end.isoformat(), "target": e.target,
+             "rows": e.rows, "changes": e.changes, "skipped": e.skipped,
+             "seconds": round(e.seconds, 3)} for e in done]
+
+
+def sink_interval(schedule: str, timezone: str, start: dt.datetime, end: dt.datetime
+                  ) -> tuple[dt.datetime, dt.datetime]:
+    """The sink's own interval for Airflow's ``[start, end)``: the same one when the
+    two schedules agree, else the sink's last interval that ends by ``end``.
+
+    They can disagree at DST changes for a cron point inside the skipped or repeated
+    hour (``30 2 * * *`` in Europe/Berlin): Airflow fires once, at the later 02:30 in
+    autumn and at 03:30 in spring, where ``catalog/schedules.py`` fires at both 02:30s
+    and at 03:00. Exporting through the last interval that has ended still exports
+    every interval once and in order (the runtime catches up earlier ones)."""
+    from mzflow.catalog import schedules
+
+    if schedules.is_interval(schedule, timezone, start, end):
+        return start, end
+    end_ms = schedules.to_ms(end)
+    s, e = schedules.containing(schedule, timezone, end_ms - 1)
+    if schedules.to_ms(e) > end_ms:
+        s, e = schedules.containing(schedule, timezone, schedules.to_ms(s) - 1)
+    return s, e
 
 
 def _use_spark_connection() -> None:
