@@ -33,10 +33,15 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/data.sql
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
+	@date +%s%3N > $(DEMO_HOME)/after-first-batch
 	@echo "== second batch (update, delete, insert), tick again"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/more.sql
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
+	@echo "== SUBSCRIBE: the totals after the first batch, then every change since"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow subscribe "SUBSCRIBE customer_totals AS OF $$(cat $(DEMO_HOME)/after-first-batch) UP TO $$(($$(date +%s%3N) - 1))"
+	@echo "== the daily sink: its first interval ends at midnight in Europe/Berlin"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sink run daily_totals
 	@echo "== what the catalog now holds"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/inspect.sql
 	@echo "== through Airflow: pools from the clusters, a third batch, the generated DAG (dag.test)"

@@ -541,3 +541,45 @@ def test_sink_on_a_table_after_add_column(tmp_path: Path, clock: Any) -> None:
     assert [(r["k"], r["v"]) for t in tables for r in t.to_pylist()] == [(1, None),
                                                                          (2, "two")]
     conn.close()
+
+
+CLI_CHILD = textwrap.dedent("""
+    import sys
+    import pendulum
+    pendulum.travel_to(pendulum.parse(sys.argv[1]), freeze=False)
+    from mzflow.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+def _cli(now: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CLI_CHILD, now, *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_cli_sink_run_and_status(tmp_path: Path) -> None:
+    home = str(tmp_path / "home")
+    at = "2026-03-01T09:50:00+00:00"
+    setup = ("CREATE TABLE t (k int); INSERT INTO t VALUES (1); "
+             "CREATE SINK s FROM t INTO CSV 'exports/s' WITH (SCHEDULE = '0 */2 * * *')")
+    assert _cli(at, "--home", home, "sql", "-c", setup).returncode == 0
+    # Before the first interval ends there is nothing to do.
+    early = _cli("2026-03-01T09:55:00+00:00", "--home", home, "sink", "run", "s")
+    assert early.returncode == 0 and "has not ended yet" in early.stderr
+    status = _cli("2026-03-01T14:30:00+00:00", "--home", home, "sink", "status", "s")
+    assert "(3 rows)" in status.stdout, status.stdout  # 08–10, 10–12, 12–14
+    run = _cli("2026-03-01T14:30:00+00:00", "--home", home, "sink", "run", "s",
+               "--interval", "2026-03-01T10:00Z/2026-03-01T12:00Z")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert len(lines) == 2 and "s-20260301T080000Z-20260301T100000Z.csv" in lines[0]
+    # The relative path was stored against the home.
+    assert (tmp_path / "home" / "exports" / "s" /
+            "s-20260301T100000Z-20260301T120000Z.csv").is_file()
+    bad = _cli("2026-03-01T14:30:00+00:00", "--home", home, "sink", "run", "s",
+               "--interval", "yesterday")
+    assert bad.returncode == 2 and "expected START/END in ISO 8601" in bad.stderr
+    wrong = _cli("2026-03-01T14:30:00+00:00", "--home", home, "sink", "run", "t")
+    assert wrong.returncode == 1 and "materialize.public.t is not a sink" in wrong.stderr
+    shown = _cli(at, "--home", home, "sql", "-c", "SHOW SINKS")
+    assert "s" in shown.stdout and "default" in shown.stdout, shown.stdout

@@ -26,4 +26,4 @@ CREATE INDEX customer_totals_by_name IN CLUSTER analytics ON customer_totals (na
 
 CREATE SINK daily_totals IN CLUSTER analytics FROM customer_totals
     INTO PARQUET 'exports/customer_totals'
-    WITH (ENVELOPE = UPSERT, SCHEDULE = '@daily', TIMEZONE = 'Europe/Berlin');
+    WITH (ENVELOPE = UPSERT, KEY = (id), SCHEDULE = '@daily', TIMEZONE = 'Europe/Berlin');

@@ -225,6 +225,12 @@ class Connection:
                       notices=ddl.create_index(self.store, stmt, self.variable("cluster")))
 
     def _create_sink(self, stmt: ast.CreateSink) -> Result:
+        path = stmt.args["path"].name
+        if "://" not in path and not path.startswith("/"):
+            # Relative to the home, and stored absolute: Airflow workers and the CLI
+            # run from different folders but must write to the same place.
+            stmt = stmt.copy()
+            stmt.set("path", exp.Literal.string(str(self.config.home / path)))
         return Result(status="CREATE SINK",
                       notices=ddl.create_sink(self.store, stmt, self.variable("cluster")))
 
