@@ -146,14 +146,11 @@ def export(home: str, catalog_url: str | None, sink: str,
 
 def sink_interval(schedule: str, timezone: str, start: dt.datetime, end: dt.datetime
                   ) -> tuple[dt.datetime, dt.datetime]:
-    """The sink's own interval for Airflow's ``[start, end)``: the same one when the
-    two schedules agree, else the sink's last interval that ends by ``end``.
-
-    They can disagree at DST changes for a cron point inside the skipped or repeated
-    hour (``30 2 * * *`` in Europe/Berlin): Airflow fires once, at the later 02:30 in
-    autumn and at 03:30 in spring, where ``catalog/schedules.py`` fires at both 02:30s
-    and at 03:00. Exporting through the last interval that has ended still exports
-    every interval once and in order (the runtime catches up earlier ones)."""
+    """The sink's own interval for Airflow's ``[start, end)``: the same one, since
+    ``catalog/schedules.py`` steps exactly as Airflow's cron timetables do (DST
+    included; tests/test_airflow_sinks.py compares them). Should they ever disagree
+    (a changed Airflow), the run exports through the sink's last interval that ends
+    by ``end``: every interval still once and in order, the runtime catching up."""
     from mzflow.catalog import schedules
 
     if schedules.is_interval(schedule, timezone, start, end):

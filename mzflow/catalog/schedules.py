@@ -3,15 +3,16 @@
 Intervals are half-open ``[start, end)`` between consecutive cron points, taken in
 the sink's time zone (pendulum), so an hourly schedule in Europe/Berlin has a
 23- or 25-interval day at the DST changes and a daily one starts at local
-midnight. Airflow's ``CronDataIntervalTimetable`` yields the same intervals
-(``tests/test_sinks.py`` checks a DST week), so a run from the CLI and a run
-from Airflow name the same interval the same way.
+midnight. The steps follow Airflow's ``CronDataIntervalTimetable`` exactly (see
+``_step``; ``tests/test_airflow_sinks.py`` compares them across both DST changes),
+so a run from the CLI and a run from Airflow name the same interval the same way.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from typing import Any
 
 from mzflow.errors import InvalidOption
 
@@ -42,33 +43,56 @@ def check(schedule: str, timezone: str) -> None:
                             hint="use an IANA name such as 'UTC' or 'Europe/Berlin'") from None
 
 
-def _points(schedule: str, timezone: str, start: dt.datetime) -> Iterator[dt.datetime]:
-    """Cron points strictly after ``start``, as aware datetimes in ``timezone``."""
+def _local_naive(point: dt.datetime, timezone: str) -> tuple[Any, dt.datetime]:
+    import pendulum
+
+    local = pendulum.instance(point).in_timezone(pendulum.timezone(timezone))
+    return local, dt.datetime(local.year, local.month, local.day, local.hour, local.minute,
+                              local.second, local.microsecond)
+
+
+def _step(schedule: str, timezone: str, point: dt.datetime, forward: bool) -> dt.datetime:
+    """The cron point after (or before) ``point``, exactly as Airflow's cron timetables
+    compute it (``airflow/timetables/_cron.py``), so that both name the same intervals
+    across DST changes: croniter runs on local wall-clock time; a schedule that fires
+    every hour steps by the wall-clock distance in absolute time (so it fires in the
+    repeated autumn hour too), any other lands on the wall-clock time, taking the
+    second of two repeated instants and skipping forward over a missing one."""
     import pendulum
     from croniter import croniter
 
-    tz = pendulum.timezone(timezone)
-    it = croniter(cron(schedule), pendulum.instance(start).in_timezone(tz))
+    local, naive = _local_naive(point, timezone)
+    it = croniter(cron(schedule), start_time=naive)
+    found = it.get_next(dt.datetime) if forward else it.get_prev(dt.datetime)
+    if it.expanded[1] != ["*"]:
+        return pendulum.timezone(timezone).convert(found.replace(fold=1))
+    return local + (found - naive)
+
+
+def _points(schedule: str, timezone: str, start: dt.datetime) -> Iterator[dt.datetime]:
+    """Cron points strictly after ``start``, as aware datetimes in ``timezone``."""
+    point = start
     while True:
-        yield pendulum.instance(it.get_next(dt.datetime)).in_timezone(tz)
+        point = _step(schedule, timezone, point, forward=True)
+        yield point
 
 
 def containing(schedule: str, timezone: str, ts_ms: int) -> tuple[dt.datetime, dt.datetime]:
-    """The interval that holds the instant ``ts_ms``."""
+    """The interval that holds the instant ``ts_ms``.
+
+    Intervals are defined by stepping forward (as Airflow does); a backward step only
+    finds a point to start from. It can land after ``ts_ms`` (a skipped wall-clock
+    time moves forward), so it backs off until it does not."""
     when = from_ms(ts_ms)
-    # croniter steps back from a point; step forward past ``when`` then back once.
-    end = next(_points(schedule, timezone, when))
-    start = _previous(schedule, timezone, end)
-    return start, end
-
-
-def _previous(schedule: str, timezone: str, point: dt.datetime) -> dt.datetime:
-    import pendulum
-    from croniter import croniter
-
-    tz = pendulum.timezone(timezone)
-    it = croniter(cron(schedule), pendulum.instance(point).in_timezone(tz))
-    return pendulum.instance(it.get_prev(dt.datetime)).in_timezone(tz)
+    point = _step(schedule, timezone, when, forward=False)
+    back = when
+    while to_ms(point) > ts_ms:
+        back = back - dt.timedelta(hours=2)
+        point = _step(schedule, timezone, back, forward=False)
+    after = _step(schedule, timezone, point, forward=True)
+    while to_ms(after) <= ts_ms:
+        point, after = after, _step(schedule, timezone, after, forward=True)
+    return point, after
 
 
 def following(schedule: str, timezone: str, start: dt.datetime
