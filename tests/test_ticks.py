@@ -7,7 +7,9 @@ is relative to these tiny tables; one view per operator family.
 
 from __future__ import annotations
 
+import logging
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import mzflow
+from mzflow.runtime import ticks
 
 pytestmark = pytest.mark.slow
 
@@ -193,11 +196,14 @@ def test_explain_names_strategy_reason_and_indexes(conn) -> None:
                  "SELECT a, max(b) AS m FROM ex GROUP BY a")
 
 
-def test_rows_read_grow_with_the_batch_not_the_table(conn) -> None:
+def test_rows_read_grow_with_the_batch_not_the_table(conn, monkeypatch) -> None:
     """Instrumented reads (files and change rows the tick read), no timings: a batch of
     a few rows reads a few rows, for a table 10x larger too, and a batch 10x larger
     reads about 10x more. Covers the three tick modes: a GROUP BY kept as state, a
-    MIN (affected groups recomputed, files pruned by key) and a join (delta join)."""
+    MIN (affected groups recomputed, files pruned by key) and a join (delta join).
+    The cost switches are off: on tables this small, recomputing is measured cheaper
+    and the switch (R013) would rightly pick it."""
+    monkeypatch.setenv("MZFLOW_RECOMPUTE_SHARE", "1e9")
     conn.execute(
         "CREATE TABLE big (k bigint, a int); CREATE TABLE dim (k bigint, name text);"
         "CREATE MATERIALIZED VIEW big_sum AS SELECT a, count(*) AS n FROM big GROUP BY a;"
@@ -285,3 +291,94 @@ def test_killed_tick_leaves_previous_state_then_completes(conn, tmp_path: Path) 
     assert sorted(conn.execute("SELECT * FROM kt_mv").rows) == [
         (k, len([i for i in range(500) if i % 7 == k])) for k in range(7)]
     assert index_shard(conn, "kt_mv_primary_idx").version() == before + 1
+
+
+# -- the measured cost switch (R013) -------------------------------------------------------
+
+def _tick(mode: str, seconds: float, batch: int = 10, rows: int = 1000,
+          reason: str | None = None) -> dict[str, str]:
+    out = {ticks.MODE_KEY: mode, ticks.SECONDS_KEY: str(seconds),
+           ticks.BATCH_KEY: str(batch), ticks.ROWS_KEY: str(rows)}
+    return out | ({ticks.REASON_KEY: reason} if reason else {})
+
+
+def test_cost_switch_decides_from_measured_ticks() -> None:
+    slower = ticks.measured_slower
+    # Incremental measured at 4 s for 10 changes, recompute at 3 s for 1,000 rows.
+    history = [_tick("state", 4.0), _tick("rebuild", 3.0)]
+    assert slower(history, 10, 1000) is not None
+    assert "incremental ~4.00 s vs recompute ~3.00 s" in (slower(history, 10, 1000) or "")
+    # Inputs ten times bigger make recomputing dearer: incremental wins again.
+    assert slower(history, 10, 10_000) is None
+    # A faster incremental tick: no switch.
+    assert slower([_tick("state", 1.0), _tick("recompute", 3.0)], 10, 1000) is None
+    # Incremental cost scales up with a bigger batch (never down with a smaller one).
+    fast = [_tick("delta", 1.0, batch=10), _tick("recompute", 3.0)]
+    assert slower(fast, 40, 1000) is not None and slower(fast, 1, 1000) is None
+    # Just after a state rebuild, an incremental tick is always measured.
+    assert slower([_tick("rebuild", 3.0), _tick("state", 9.0)], 10, 1000) is None
+    # Five measured recomputes in a row: incremental gets another chance.
+    streak = [_tick("recompute", 3.0, reason="R013")] * ticks.PROBE_EVERY + [
+        _tick("state", 9.0)]
+    assert slower(streak, 10, 1000) is None
+    assert slower(streak[1:], 10, 1000) is not None
+    # Nothing measured yet on one side: incremental.
+    assert slower([_tick("state", 9.0)], 10, 1000) is None
+
+
+SWITCHED = {
+    "sums": "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a",
+    "extremes": "SELECT a, min(b) AS lo, max(b) AS hi FROM t GROUP BY a",
+    "top": "SELECT a, sum(b) AS s FROM t GROUP BY a ORDER BY s DESC, a LIMIT 2",
+}
+
+
+@pytest.mark.slow
+def test_switching_between_recompute_and_state_keeps_views_exact(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Force the switch on and off across batches: recomputed ticks leave the state
+    behind, so the next incremental tick must rebuild it. After every tick each view
+    equals DuckDB; the tick report says R013 when the switch chose recompute."""
+    forced: list[bool] = []
+    monkeypatch.setattr(ticks._Work, "_measured_slower",
+                        lambda self, inputs: forced[-1] and not setattr(
+                            self, "detail", " [forced by the test]"))
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (a int, b int)")
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("CREATE CLUSTER work; CREATE TABLE t (a int, b int)")
+        for name, sql in SWITCHED.items():
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER work AS {sql}")
+        rng = random.Random(3)
+        plan = [False, True, False, False, True, True, False]  # the switch per tick
+        modes: list[str] = []
+        for i, switch in enumerate(plan):
+            rows = [(rng.randint(0, 4), rng.randint(-50, 50)) for _ in range(6)]
+            stmts = [f"INSERT INTO t VALUES {values(rows)}"]
+            if i % 2:
+                stmts.append(f"DELETE FROM t WHERE a = {rng.randint(0, 4)}")
+            if i == 5:
+                stmts.append("DELETE FROM t")  # everything goes: the contents empty out
+            for s in stmts:
+                conn.execute(s)
+                db.execute(s)
+            forced.append(switch)
+            with caplog.at_level(logging.INFO, logger="mzflow.tick"):
+                reports = conn.tick(cluster="work")
+            modes.append(reports[0].strategy)
+            for r in reports:
+                assert ("R013" in r.strategy) == (switch and i > 0), (i, r.strategy)
+            for name, sql in SWITCHED.items():
+                got = conn.execute(f"SET cluster = work; SELECT * FROM {name}").rows
+                assert normal(got) == normal(db.execute(sql).fetchall()), (i, name, modes)
+        # After recomputed ticks, the next incremental one rebuilt the state.
+        assert any("state rebuilt" in m for m in modes[2:]), modes
+        assert "R013" in caplog.text and "forced by the test" in caplog.text
+        # EXPLAIN says how the last tick ran when the switch chose recompute.
+        forced.append(True)
+        conn.execute("INSERT INTO t VALUES (1, 1)")
+        conn.tick(cluster="work")
+        text = conn.execute("EXPLAIN MATERIALIZED VIEW sums").rows[0][0]
+        assert "Last tick: recompute (R013: incremental ticks of this index were measured " \
+               "slower than recomputing it) [forced by the test]" in text, text

@@ -43,6 +43,7 @@ R_OUTER = "R007"
 R_BATCH = "R010"
 R_HISTORY = "R011"
 R_FIRST = "R012"
+R_MEASURED = "R013"
 
 REASONS = {
     R_SUBQUERY: "a subquery that could not be decorrelated into a join",
@@ -55,6 +56,7 @@ REASONS = {
     R_BATCH: "the batch is a large share of the inputs, so recomputing is cheaper",
     R_HISTORY: "the inputs' change history since the last tick was compacted away",
     R_FIRST: "the first tick computes the whole contents",
+    R_MEASURED: "incremental ticks of this index were measured slower than recomputing it",
 }
 
 ACCUMULABLE = (exp.Count, exp.Sum, exp.Avg)

@@ -38,7 +38,9 @@ def explain_query(snap: Snapshot, query: exp.Query, serve: Serve | None,
     return lines
 
 
-def explain_object(snap: Snapshot, name: str, kind: str) -> list[str]:
+def explain_object(snap: Snapshot, name: str, kind: str,
+                   last_tick: Callable[[Item], str | None] | None = None) -> list[str]:
+    """``last_tick(index)``: how its last tick ran, when the run time chose recompute."""
     item = snap.resolve(name)
     wanted = {"VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW, "INDEX": INDEX}[kind]
     if item.kind != wanted:
@@ -55,7 +57,11 @@ def explain_object(snap: Snapshot, name: str, kind: str) -> list[str]:
         cluster = snap.cluster(index.cluster_id)
         lines += [f"Maintained: {plan.on.qualified_name} by {index.qualified_name} in cluster "
                   f"{cluster.name if cluster else '?'}",
-                  f"Strategy: {plan.strategy.describe()}", f"Tick mode: {plan.mode}", "Plan:"]
+                  f"Strategy: {plan.strategy.describe()}", f"Tick mode: {plan.mode}"]
+        switched = last_tick(index) if last_tick is not None else None
+        if switched:
+            lines.append(f"Last tick: {switched}")
+        lines.append("Plan:")
         assert plan.root is not None
         lines += explain(plan.root, plan.operators)
     if not indexes:

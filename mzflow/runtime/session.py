@@ -253,7 +253,9 @@ class Connection:
         snap = self.store.snapshot()
         kind = stmt.args.get("kind")
         if kind is not None:
-            lines = explain.explain_object(snap, stmt.this.name, kind)
+            lines = explain.explain_object(
+                snap, stmt.this.name, kind,
+                lambda index: ticks.last_switch(self.config.warehouse, index))
         else:
             query = stmt.this.this if isinstance(stmt.this, ast.AsOf) else stmt.this
             cluster = self.variable("cluster")

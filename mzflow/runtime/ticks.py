@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, ROWID, Column, Item, Snapshot
@@ -28,7 +29,9 @@ from mzflow.incremental.plan import (
     R_BATCH,
     R_FIRST,
     R_HISTORY,
+    R_MEASURED,
     RECOMPUTE,
+    STATE,
     ChangePlan,
     Strategy,
     derive,
@@ -37,7 +40,7 @@ from mzflow.plan import ir
 from mzflow.render import dataflow
 from mzflow.render.dataflow import NEW, OLD
 from mzflow.runtime import reads
-from mzflow.storage.delta import COUNT, DIFF, KEY, IndexShard, Shard, StateShard
+from mzflow.storage.delta import COUNT, DIFF, KEY, ROWS, IndexShard, Shard, StateShard
 from mzflow.storage.rows import Target, conform
 from mzflow.storage.types import arrow_schema, parse_type, spark_ddl
 
@@ -109,12 +112,13 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickRep
         raise
     except Error as e:  # an evaluation error lands in the object's error collection
         changes, new_error = None, str(e).splitlines()[0]
+    extra = work.metadata(time.perf_counter() - started)
     if changes is not None and changes.num_rows:
-        version = shard.apply(changes, at, app_id)
+        version = shard.apply(changes, at, app_id, extra)
     else:
         version = shard.mark(at, app_id, new_error, _schema(plan.columns).append(
             pa.field(KEY, pa.string(), nullable=False)).append(
-            pa.field(COUNT, pa.int64(), nullable=False)))
+            pa.field(COUNT, pa.int64(), nullable=False)), extra)
     report = TickReport(index.qualified_name, plan.on.qualified_name, work.describe(),
                         done_through + 1, at + 1, version_before, version, work.rows_read,
                         work.files_read, changes.num_rows if changes is not None else 0,
@@ -132,6 +136,29 @@ def recompute_share() -> float:
     return float(os.environ.get("MZFLOW_RECOMPUTE_SHARE", RECOMPUTE_SHARE))
 
 
+# Each tick commit records what it did and cost (Delta commit metadata), so the next
+# tick can compare incremental work with recomputing, measured on this index.
+MODE_KEY, SECONDS_KEY, BATCH_KEY, ROWS_KEY, REASON_KEY = (
+    "mzflow.mode", "mzflow.seconds", "mzflow.batch_rows", "mzflow.input_rows",
+    "mzflow.reason")
+DETAIL_KEY = "mzflow.strategy"
+
+
+def last_switch(warehouse: Path, index: Item) -> str | None:
+    """How the index's last tick ran, when the run time overrode the plan (a measured
+    or large-batch recompute, compacted history): EXPLAIN shows it."""
+    shard = index_shard(warehouse, index)
+    if not shard.exists():
+        return None
+    history = shard.ticks(1)
+    return history[0].get(DETAIL_KEY) if history else None
+
+
+REBUILD = "rebuild"  # a state-mode tick that recomputed all groups (first tick, or after
+# recomputed ticks left the state behind): its cost is a recompute's
+PROBE_EVERY = 5  # after this many measured recomputes in a row, try incremental again
+
+
 class _Work:
     """One tick's computation: picks the mode, runs it, counts what it read."""
 
@@ -141,14 +168,30 @@ class _Work:
         self.since, self.at = since, at
         self.mode = plan.mode
         self.reason: str | None = None
+        self.detail = ""  # the measured figures behind R013
+        self.rebuild = False  # state mode: recompute every group and replace the state
         self.rows_read = 0
         self.files_read = 0
+        self.batch_rows = 0
+        self.input_rows = 0
 
     def describe(self) -> str:
         if self.mode == FULL:
             code = self.reason or self.plan.strategy.code
-            return Strategy(RECOMPUTE, code).describe()
+            return Strategy(RECOMPUTE, code).describe() + self.detail
+        if self.rebuild:
+            return f"{self.plan.strategy.describe()}, mode {self.mode} (state rebuilt)"
         return f"{self.plan.strategy.describe()}, mode {self.mode}"
+
+    def metadata(self, seconds: float) -> dict[str, str]:
+        mode = REBUILD if self.rebuild else self.mode
+        out = {MODE_KEY: mode, SECONDS_KEY: f"{seconds:.3f}",
+               BATCH_KEY: str(self.batch_rows), ROWS_KEY: str(self.input_rows)}
+        if self.reason:
+            out[REASON_KEY] = self.reason
+        if self.reason in (R_BATCH, R_HISTORY, R_MEASURED):
+            out[DETAIL_KEY] = self.describe()
+        return out
 
     def run(self) -> pa.Table | None:
         from mzflow.render import spark
@@ -166,6 +209,13 @@ class _Work:
             inputs = self._inputs()
             if self.mode == DELTA and self._large(inputs):
                 self.mode, self.reason = FULL, R_BATCH
+            elif self._measured_slower(inputs):
+                self.mode, self.reason = FULL, R_MEASURED
+            elif self.mode == STATE and self.since >= 0 and self._state_behind():
+                self.rebuild = True
+                inputs = self._inputs()  # every input row, as the first tick reads them
+            elif self.mode == STATE and self.since < 0:
+                self.rebuild = True
         try:
             if self.mode == FULL:
                 return self._recompute(p)
@@ -175,10 +225,40 @@ class _Work:
         except _HistoryGone:
             self.mode, self.reason = FULL, R_HISTORY
             return self._recompute(p)
+        except _EmptyRebuild:
+            self.mode, self.rebuild = FULL, False
+            return self._recompute(p)
         except Exception as e:
             raise spark.translate_error(e) from None
 
     # -- inputs ------------------------------------------------------------------------
+
+    def _state_behind(self) -> bool:
+        """The state is consistent with the index only if the tick that made the index's
+        current contents kept it (a recompute does not)."""
+        for entry in self.shard.ticks(50):
+            if int(entry.get("mzflow.ts", -1)) == self.since:
+                return entry.get(MODE_KEY, STATE) not in (STATE, REBUILD)
+        return False
+
+    def _measured_slower(self, inputs: dict[str, dataflow.Input]) -> bool:
+        if recompute_share() >= 1:  # the cost switches are off (tests of the paths)
+            return False
+        history = self.shard.ticks(50)
+        if not history:
+            return False
+        self._count(inputs)
+        detail = measured_slower(history, self.batch_rows, self.input_rows)
+        if detail is None:
+            return False
+        self.detail = f" [{detail}]"
+        return True
+
+    def _count(self, inputs: dict[str, dataflow.Input]) -> None:
+        self.batch_rows = sum(inp.changes()[1] for inp in inputs.values()
+                              if inp.changes is not None)
+        self.input_rows = sum(inp.num_rows[NEW](inp.files[NEW] or ())
+                              for inp in inputs.values())
 
     def _inputs(self) -> dict[str, dataflow.Input]:
         out: dict[str, dataflow.Input] = {}
@@ -194,7 +274,8 @@ class _Work:
         new_v = shard.version_at(self.at)
         if new_v is None:
             raise reads.InvalidTimestamp(f"{item.qualified_name} did not exist at {self.at}")
-        old_v = shard.version_at(self.since) if self.since >= 0 else None
+        since = -1 if self.rebuild else self.since
+        old_v = shard.version_at(since) if since >= 0 else None
         versions = {NEW: new_v, OLD: old_v}
         files = {m: (tuple(shard.files(v)) if v is not None else None)
                  for m, v in versions.items()}
@@ -289,6 +370,7 @@ class _Work:
 
         relations = reads.relations(p, self.warehouse, self.at)
         self.rows_read = sum(_rows_in(f) for rel in relations.values() for f in rel.files)
+        self.input_rows = self.rows_read
         self.files_read = sum(len(rel.files) for rel in relations.values())
         columns = [c.name for c in self.plan.columns]
         with spark.registered(relations) as views:
@@ -300,6 +382,8 @@ class _Work:
     def _incremental(self, inputs: dict[str, dataflow.Input]) -> pa.Table | None:
         from mzflow.render import diffs, spark, stateful
 
+        if not self.batch_rows:
+            self._count(inputs)
         flow = dataflow.Dataflow(spark.session(), inputs)
         columns = [c.name for c in self.plan.columns]
         index_files = self.shard.files(self.shard.version())
@@ -316,7 +400,8 @@ class _Work:
             reduce = self.plan.state_chain[-1].inputs[0] if self.plan.state_chain else root
             assert isinstance(reduce, ir.Reduce)
             state = StateShard(self.warehouse / f"{self.plan.index.id}.state")
-            state_version = state.version_at(self.since) if state.exists() else None
+            state_version = (state.version_at(self.since)
+                             if state.exists() and not self.rebuild else None)
             state_files = state.files(state_version) if state_version is not None else None
 
             def state_rows(keys: pa.Array) -> pa.Table | None:
@@ -325,9 +410,14 @@ class _Work:
             result = stateful.run(flow, self.plan.state_chain, reduce, state_rows,
                                   state_files)
             if result is None:
+                if self.rebuild and self.shard.files(self.shard.version()):
+                    raise _EmptyRebuild  # no input rows left: the contents empty out
                 return None
-            if result.full:
-                changed = diffs.changes(result.output.toDF(*columns), index_files,
+            if result.full or self.rebuild:
+                # A rebuild saw every input row: its "after" rows are the contents.
+                output = result.output if result.full else result.output.where(
+                    f"`{DIFF}` > 0").drop(DIFF)
+                changed = diffs.changes(output.toDF(*columns), index_files,
                                         self._index_ddl(), columns, self._types())
             else:
                 changed = diffs.apply_diff(result.output.toDF(*columns, DIFF), index_files,
@@ -335,6 +425,11 @@ class _Work:
             app = f"tick-{self.plan.index.id}-state"
             if state.exists() and (state.applied(app) or -1) >= self.at:
                 pass  # a retried tick: this time's groups are already merged
+            elif self.rebuild:
+                groups = result.groups
+                if reduce.keys:
+                    groups = groups.filter(pc.not_equal(groups.column(ROWS), 0))
+                state.replace_groups(groups, self.at, app)
             elif result.groups.num_rows:
                 state.merge_groups(result.groups, self.at, app,
                                    keep_empty=not reduce.keys)
@@ -344,7 +439,36 @@ class _Work:
             self.files_read += flow.files_read
 
 
+def measured_slower(history: Sequence[dict[str, Any]], batch_rows: int, input_rows: int
+                    ) -> str | None:
+    """Whether to recompute, from an index's tick history (newest first): its last
+    incremental tick, scaled up to this batch, against its last recompute, scaled to
+    these inputs. None: go incremental. After a state rebuild an incremental tick is
+    always measured, and every PROBE_EVERY measured recomputes in a row incremental
+    gets another chance (batches change)."""
+    if history[0].get(MODE_KEY) == REBUILD:
+        return None
+    inc = next((h for h in history if h.get(MODE_KEY) in (DELTA, STATE)), None)
+    rec = next((h for h in history if h.get(MODE_KEY) in (FULL, REBUILD)), None)
+    if inc is None or rec is None:
+        return None
+    recent = history[:PROBE_EVERY]
+    if len(recent) == PROBE_EVERY and all(h.get(REASON_KEY) == R_MEASURED for h in recent):
+        return None
+    est_inc = float(inc[SECONDS_KEY]) * max(
+        1.0, batch_rows / max(1, int(inc.get(BATCH_KEY, 1))))
+    est_rec = float(rec[SECONDS_KEY]) * max(1, input_rows) / max(1, int(rec.get(ROWS_KEY, 1)))
+    if est_inc <= est_rec:
+        return None
+    return (f"incremental ~{est_inc:.2f} s vs recompute ~{est_rec:.2f} s, from this "
+            "index's last ticks")
+
+
 class _HistoryGone(Exception):
+    pass
+
+
+class _EmptyRebuild(Exception):
     pass
 
 

@@ -299,30 +299,38 @@ class IndexShard(Shard):
         done, error = self.state()
         return self._compact(keep_from, _tick_props(done, error, None))
 
-    def apply(self, changes: pa.Table, ts: int, app_id: str) -> int:
-        """Merge ``changes`` — rows with their key and their *new* count — at ``ts``."""
+    def ticks(self, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` tick commits' metadata, newest first."""
+        return [e for e in self._table().history(limit=limit) if TS_KEY in e]
+
+    def apply(self, changes: pa.Table, ts: int, app_id: str,
+              extra: dict[str, str] | None = None) -> int:
+        """Merge ``changes`` — rows with their key and their *new* count — at ``ts``.
+        ``extra``: more commit metadata (what the tick did and cost)."""
         dt = self._table()
         (dt.merge(changes, f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t",
-                  commit_properties=_tick_props(ts, None, (app_id, ts)))
+                  commit_properties=_tick_props(ts, None, (app_id, ts), extra))
          .when_matched_delete(predicate=f"s.{COUNT} = 0")
          .when_matched_update_all()
          .when_not_matched_insert_all(predicate=f"s.{COUNT} > 0")
          .execute())
         return self.version()
 
-    def mark(self, ts: int, app_id: str, error: str | None, schema: pa.Schema) -> int:
+    def mark(self, ts: int, app_id: str, error: str | None, schema: pa.Schema,
+             extra: dict[str, str] | None = None) -> int:
         """A commit that changes no rows: the tick found nothing to change, or failed."""
         from deltalake import write_deltalake
 
         write_deltalake(str(self.path), schema.empty_table(), mode="append",
-                        commit_properties=_tick_props(ts, error, (app_id, ts)))
+                        commit_properties=_tick_props(ts, error, (app_id, ts), extra))
         return self.version()
 
 
-def _tick_props(ts: int, error: str | None, txn: tuple[str, int] | None) -> Any:
+def _tick_props(ts: int, error: str | None, txn: tuple[str, int] | None,
+                extra: dict[str, str] | None = None) -> Any:
     from deltalake import CommitProperties, Transaction
 
-    meta = {TS_KEY: str(ts), UPPER_KEY: str(ts + 1)}
+    meta = {TS_KEY: str(ts), UPPER_KEY: str(ts + 1), **(extra or {})}
     if error is not None:
         meta[ERROR_KEY] = error
     return CommitProperties(custom_metadata=meta,
@@ -347,6 +355,16 @@ class StateShard(Shard):
         # delta-rs scans strings as string_view; compare them as plain strings
         return dataset.to_table(filter=ds.field(KEY).cast(pa.string()).isin(
             keys.cast(pa.string())))
+
+    def replace_groups(self, rows: pa.Table, ts: int, app_id: str) -> int:
+        """The whole state, rebuilt (after recomputed ticks left it behind)."""
+        from deltalake import write_deltalake
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_deltalake(str(self.path), rows, mode="overwrite", schema_mode="overwrite",
+                        configuration=TABLE_CONFIG,
+                        commit_properties=_tick_props(ts, None, (app_id, ts)))
+        return self.version()
 
     def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool) -> int:
         from deltalake import DeltaTable
