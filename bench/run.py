@@ -563,7 +563,8 @@ def summarize(share: float, n_orders: int, cell: Cell) -> dict[str, Any]:
         }
         if system == "mzflow":
             out[system]["strategies"] = sorted({s.strategy for s in samples})
-            out[system]["chose_recompute"] = sum("R010" in s.strategy for s in samples)
+            out[system]["chose_recompute"] = sum(("R010" in s.strategy or "R013" in s.strategy)
+                                                 for s in samples)
     tick = out["mzflow"]["median_s"]
     for base in ("recompute", "sdp"):
         if base in out:
