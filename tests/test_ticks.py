@@ -324,6 +324,15 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     assert slower(streak[1:], 10, 1000) is not None
     # Nothing measured yet on one side: incremental.
     assert slower([_tick("state", 9.0)], 10, 1000) is None
+    # The first tick's cost (cold Spark) is no measure of a recompute.
+    cold = _tick("rebuild", 0.5) | {ticks.COLD_KEY: "1"}
+    assert slower([_tick("state", 4.0), cold], 10, 1000) is None
+    # ... so after two incremental ticks, one recompute is measured, then every 50 ticks.
+    due = ticks.measurement_due
+    assert not due([_tick("state", 4.0), cold])
+    assert due([_tick("state", 4.0), _tick("state", 4.0), cold])
+    assert not due([_tick("state", 4.0), _tick("state", 4.0), _tick("rebuild", 3.0)])
+    assert due([_tick("state", 1.0)] * ticks.MEASURE_EVERY + [_tick("rebuild", 3.0)])
 
 
 SWITCHED = {

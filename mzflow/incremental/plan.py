@@ -44,6 +44,7 @@ R_BATCH = "R010"
 R_HISTORY = "R011"
 R_FIRST = "R012"
 R_MEASURED = "R013"
+R_MEASURING = "R014"
 
 REASONS = {
     R_SUBQUERY: "a subquery that could not be decorrelated into a join",
@@ -57,6 +58,7 @@ REASONS = {
     R_HISTORY: "the inputs' change history since the last tick was compacted away",
     R_FIRST: "the first tick computes the whole contents",
     R_MEASURED: "incremental ticks of this index were measured slower than recomputing it",
+    R_MEASURING: "a recompute measures what recomputing this index costs (every 50 ticks)",
 }
 
 ACCUMULABLE = (exp.Count, exp.Sum, exp.Avg)

@@ -30,6 +30,7 @@ from mzflow.incremental.plan import (
     R_FIRST,
     R_HISTORY,
     R_MEASURED,
+    R_MEASURING,
     RECOMPUTE,
     STATE,
     ChangePlan,
@@ -157,6 +158,8 @@ def last_switch(warehouse: Path, index: Item) -> str | None:
 REBUILD = "rebuild"  # a state-mode tick that recomputed all groups (first tick, or after
 # recomputed ticks left the state behind): its cost is a recompute's
 PROBE_EVERY = 5  # after this many measured recomputes in a row, try incremental again
+MEASURE_EVERY = 50  # ticks between measurements of what a recompute costs
+COLD_KEY = "mzflow.cold"  # the first tick: Spark and caches are cold, its cost says little
 
 
 class _Work:
@@ -180,13 +183,16 @@ class _Work:
             code = self.reason or self.plan.strategy.code
             return Strategy(RECOMPUTE, code).describe() + self.detail
         if self.rebuild:
-            return f"{self.plan.strategy.describe()}, mode {self.mode} (state rebuilt)"
+            return (f"{self.plan.strategy.describe()}, mode {self.mode} (state rebuilt"
+                    f"{self.detail})")
         return f"{self.plan.strategy.describe()}, mode {self.mode}"
 
     def metadata(self, seconds: float) -> dict[str, str]:
         mode = REBUILD if self.rebuild else self.mode
         out = {MODE_KEY: mode, SECONDS_KEY: f"{seconds:.3f}",
                BATCH_KEY: str(self.batch_rows), ROWS_KEY: str(self.input_rows)}
+        if self.since < 0:
+            out[COLD_KEY] = "1"
         if self.reason:
             out[REASON_KEY] = self.reason
         if self.reason in (R_BATCH, R_HISTORY, R_MEASURED):
@@ -216,6 +222,14 @@ class _Work:
                 inputs = self._inputs()  # every input row, as the first tick reads them
             elif self.mode == STATE and self.since < 0:
                 self.rebuild = True
+            elif self.since >= 0 and self._measurement_due():
+                # Without a recent recompute's cost the switch cannot compare: measure
+                # one (a state rebuild is a recompute that also renews the state).
+                if self.mode == STATE:
+                    self.rebuild, self.detail = True, " to measure a recompute (R014)"
+                    inputs = self._inputs()
+                else:
+                    self.mode, self.reason = FULL, R_MEASURING
         try:
             if self.mode == FULL:
                 return self._recompute(p)
@@ -253,6 +267,11 @@ class _Work:
             return False
         self.detail = f" [{detail}]"
         return True
+
+    def _measurement_due(self) -> bool:
+        if recompute_share() >= 1:
+            return False
+        return measurement_due(self.shard.ticks(MEASURE_EVERY))
 
     def _count(self, inputs: dict[str, dataflow.Input]) -> None:
         self.batch_rows = sum(inp.changes()[1] for inp in inputs.values()
@@ -449,7 +468,8 @@ def measured_slower(history: Sequence[dict[str, Any]], batch_rows: int, input_ro
     if history[0].get(MODE_KEY) == REBUILD:
         return None
     inc = next((h for h in history if h.get(MODE_KEY) in (DELTA, STATE)), None)
-    rec = next((h for h in history if h.get(MODE_KEY) in (FULL, REBUILD)), None)
+    rec = next((h for h in history if h.get(MODE_KEY) in (FULL, REBUILD)
+                and not h.get(COLD_KEY)), None)
     if inc is None or rec is None:
         return None
     recent = history[:PROBE_EVERY]
@@ -462,6 +482,15 @@ def measured_slower(history: Sequence[dict[str, Any]], batch_rows: int, input_ro
         return None
     return (f"incremental ~{est_inc:.2f} s vs recompute ~{est_rec:.2f} s, from this "
             "index's last ticks")
+
+
+def measurement_due(history: Sequence[dict[str, Any]]) -> bool:
+    """No warm recompute (or state rebuild) among the last MEASURE_EVERY ticks, and at
+    least two incremental ticks to compare it with."""
+    recent = history[:MEASURE_EVERY]
+    warm = [h for h in recent if h.get(MODE_KEY) in (FULL, REBUILD) and not h.get(COLD_KEY)]
+    incremental = [h for h in recent if h.get(MODE_KEY) in (DELTA, STATE)]
+    return not warm and len(incremental) >= 2
 
 
 class _HistoryGone(Exception):
