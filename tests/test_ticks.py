@@ -305,19 +305,25 @@ def _tick(mode: str, seconds: float, batch: int = 10, rows: int = 1000,
 def test_cost_switch_decides_from_measured_ticks() -> None:
     slower = ticks.measured_slower
     # Incremental measured at 4 s for 10 changes, recompute at 3 s for 1,000 rows.
-    history = [_tick("state", 4.0), _tick("rebuild", 3.0)]
-    assert slower(history, 10, 1000) is not None
+    history = [_tick("state", 4.0), _tick("recompute", 3.0, reason="R014")]
     assert "incremental ~4.00 s vs recompute ~3.00 s" in (slower(history, 10, 1000) or "")
     # Inputs ten times bigger make recomputing dearer: incremental wins again.
     assert slower(history, 10, 10_000) is None
     # A faster incremental tick: no switch.
     assert slower([_tick("state", 1.0), _tick("recompute", 3.0)], 10, 1000) is None
-    # Incremental cost scales up with a bigger batch (never down with a smaller one).
+    # One batch size seen: the cost grows with the square root of the batch ratio ...
     fast = [_tick("delta", 1.0, batch=10), _tick("recompute", 3.0)]
-    assert slower(fast, 40, 1000) is not None and slower(fast, 1, 1000) is None
+    assert slower(fast, 80, 1000) is None and slower(fast, 100, 1000) is not None
+    assert slower(fast, 1, 1000) is None  # ... and never shrinks below what was seen
+    # Two sizes: fixed + per-row cost fitted (1 s + 0.01 s a row).
+    assert ticks.incremental_cost([(100, 2.0), (10, 1.1)], 1000) == pytest.approx(11.0)
+    assert ticks.incremental_cost([(100, 2.0), (10, 1.1)], 1) == pytest.approx(1.1)
     # Just after a state rebuild, an incremental tick is always measured.
-    assert slower([_tick("rebuild", 3.0), _tick("state", 9.0)], 10, 1000) is None
-    # Five measured recomputes in a row: incremental gets another chance.
+    assert slower([_tick("rebuild", 3.0), _tick("state", 9.0), _tick("recompute", 1.0)],
+                  10, 1000) is None
+    # A rebuild is no measure of a recompute (it also writes every group's partials).
+    assert slower([_tick("state", 9.0), _tick("rebuild", 3.0)], 10, 1000) is None
+    # Twenty measured recomputes in a row: incremental gets another chance.
     streak = [_tick("recompute", 3.0, reason="R013")] * ticks.PROBE_EVERY + [
         _tick("state", 9.0)]
     assert slower(streak, 10, 1000) is None
@@ -325,14 +331,14 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     # Nothing measured yet on one side: incremental.
     assert slower([_tick("state", 9.0)], 10, 1000) is None
     # The first tick's cost (cold Spark) is no measure of a recompute.
-    cold = _tick("rebuild", 0.5) | {ticks.COLD_KEY: "1"}
+    cold = _tick("recompute", 0.5) | {ticks.COLD_KEY: "1"}
     assert slower([_tick("state", 4.0), cold], 10, 1000) is None
     # ... so after two incremental ticks, one recompute is measured, then every 50 ticks.
     due = ticks.measurement_due
     assert not due([_tick("state", 4.0), cold])
     assert due([_tick("state", 4.0), _tick("state", 4.0), cold])
-    assert not due([_tick("state", 4.0), _tick("state", 4.0), _tick("rebuild", 3.0)])
-    assert due([_tick("state", 1.0)] * ticks.MEASURE_EVERY + [_tick("rebuild", 3.0)])
+    assert not due([_tick("state", 4.0), _tick("state", 4.0), _tick("recompute", 3.0)])
+    assert due([_tick("state", 1.0)] * ticks.MEASURE_EVERY + [_tick("recompute", 3.0)])
 
 
 SWITCHED = {

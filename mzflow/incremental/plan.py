@@ -58,7 +58,7 @@ REASONS = {
     R_HISTORY: "the inputs' change history since the last tick was compacted away",
     R_FIRST: "the first tick computes the whole contents",
     R_MEASURED: "incremental ticks of this index were measured slower than recomputing it",
-    R_MEASURING: "a recompute measures what recomputing this index costs (every 50 ticks)",
+    R_MEASURING: "a recompute measures what recomputing this index costs (once per 50 ticks)",
 }
 
 ACCUMULABLE = (exp.Count, exp.Sum, exp.Avg)

@@ -157,7 +157,7 @@ def last_switch(warehouse: Path, index: Item) -> str | None:
 
 REBUILD = "rebuild"  # a state-mode tick that recomputed all groups (first tick, or after
 # recomputed ticks left the state behind): its cost is a recompute's
-PROBE_EVERY = 5  # after this many measured recomputes in a row, try incremental again
+PROBE_EVERY = 20  # after this many measured recomputes in a row, try incremental again
 MEASURE_EVERY = 50  # ticks between measurements of what a recompute costs
 COLD_KEY = "mzflow.cold"  # the first tick: Spark and caches are cold, its cost says little
 
@@ -183,8 +183,7 @@ class _Work:
             code = self.reason or self.plan.strategy.code
             return Strategy(RECOMPUTE, code).describe() + self.detail
         if self.rebuild:
-            return (f"{self.plan.strategy.describe()}, mode {self.mode} (state rebuilt"
-                    f"{self.detail})")
+            return f"{self.plan.strategy.describe()}, mode {self.mode} (state rebuilt)"
         return f"{self.plan.strategy.describe()}, mode {self.mode}"
 
     def metadata(self, seconds: float) -> dict[str, str]:
@@ -224,12 +223,8 @@ class _Work:
                 self.rebuild = True
             elif self.since >= 0 and self._measurement_due():
                 # Without a recent recompute's cost the switch cannot compare: measure
-                # one (a state rebuild is a recompute that also renews the state).
-                if self.mode == STATE:
-                    self.rebuild, self.detail = True, " to measure a recompute (R014)"
-                    inputs = self._inputs()
-                else:
-                    self.mode, self.reason = FULL, R_MEASURING
+                # one (state mode then rebuilds its state on the next tick).
+                self.mode, self.reason = FULL, R_MEASURING
         try:
             if self.mode == FULL:
                 return self._recompute(p)
@@ -460,23 +455,23 @@ class _Work:
 
 def measured_slower(history: Sequence[dict[str, Any]], batch_rows: int, input_rows: int
                     ) -> str | None:
-    """Whether to recompute, from an index's tick history (newest first): its last
-    incremental tick, scaled up to this batch, against its last recompute, scaled to
-    these inputs. None: go incremental. After a state rebuild an incremental tick is
-    always measured, and every PROBE_EVERY measured recomputes in a row incremental
-    gets another chance (batches change)."""
+    """Whether to recompute, from an index's tick history (newest first): the cost of
+    an incremental tick of this batch, fitted to its recent incremental ticks, against
+    its last warm recompute scaled to these inputs. None: go incremental. After a state
+    rebuild an incremental tick is always measured, and every PROBE_EVERY measured
+    recomputes in a row incremental gets another chance (batches change)."""
     if history[0].get(MODE_KEY) == REBUILD:
         return None
-    inc = next((h for h in history if h.get(MODE_KEY) in (DELTA, STATE)), None)
-    rec = next((h for h in history if h.get(MODE_KEY) in (FULL, REBUILD)
-                and not h.get(COLD_KEY)), None)
-    if inc is None or rec is None:
+    incs = [(int(h.get(BATCH_KEY, 1)), float(h[SECONDS_KEY])) for h in history
+            if h.get(MODE_KEY) in (DELTA, STATE) and SECONDS_KEY in h]
+    rec = next((h for h in history if h.get(MODE_KEY) == FULL and not h.get(COLD_KEY)),
+               None)
+    if not incs or rec is None:
         return None
     recent = history[:PROBE_EVERY]
     if len(recent) == PROBE_EVERY and all(h.get(REASON_KEY) == R_MEASURED for h in recent):
         return None
-    est_inc = float(inc[SECONDS_KEY]) * max(
-        1.0, batch_rows / max(1, int(inc.get(BATCH_KEY, 1))))
+    est_inc = incremental_cost(incs, batch_rows)
     est_rec = float(rec[SECONDS_KEY]) * max(1, input_rows) / max(1, int(rec.get(ROWS_KEY, 1)))
     if est_inc <= est_rec:
         return None
@@ -484,11 +479,30 @@ def measured_slower(history: Sequence[dict[str, Any]], batch_rows: int, input_ro
             "index's last ticks")
 
 
+def incremental_cost(ticks: Sequence[tuple[int, float]], batch_rows: int) -> float:
+    """A tick's cost is a fixed part (Spark jobs, commits) plus a part that grows with
+    the batch: fitted by least squares when recent ticks had different batch sizes;
+    from one size only, grown by the square root of the batch ratio (between the
+    all-fixed and all-proportional extremes). Never below the cheapest tick seen."""
+    sizes = {b for b, _ in ticks}
+    floor = min(s for _, s in ticks)
+    if len(sizes) >= 2:
+        n = len(ticks)
+        mean_b = sum(b for b, _ in ticks) / n
+        mean_s = sum(s for _, s in ticks) / n
+        var = sum((b - mean_b) ** 2 for b, _ in ticks)
+        slope = max(0.0, sum((b - mean_b) * (s - mean_s) for b, s in ticks) / var)
+        return max(floor, mean_s + slope * (batch_rows - mean_b))
+    b, s = ticks[0]
+    return s * max(1.0, (batch_rows / max(1, b)) ** 0.5)
+
+
 def measurement_due(history: Sequence[dict[str, Any]]) -> bool:
-    """No warm recompute (or state rebuild) among the last MEASURE_EVERY ticks, and at
-    least two incremental ticks to compare it with."""
+    """No warm recompute among the last MEASURE_EVERY ticks, and at least two
+    incremental ticks to compare it with. (A state rebuild is no measure: it also
+    writes every group's partials, which can cost far more than the recompute.)"""
     recent = history[:MEASURE_EVERY]
-    warm = [h for h in recent if h.get(MODE_KEY) in (FULL, REBUILD) and not h.get(COLD_KEY)]
+    warm = [h for h in recent if h.get(MODE_KEY) == FULL and not h.get(COLD_KEY)]
     incremental = [h for h in recent if h.get(MODE_KEY) in (DELTA, STATE)]
     return not warm and len(incremental) >= 2
 
