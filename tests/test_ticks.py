@@ -318,6 +318,9 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     # Two sizes: fixed + per-row cost fitted (1 s + 0.01 s a row).
     assert ticks.incremental_cost([(100, 2.0), (10, 1.1)], 1000) == pytest.approx(11.0)
     assert ticks.incremental_cost([(100, 2.0), (10, 1.1)], 1) == pytest.approx(1.1)
+    # Sizes too close for a fit (noise would extrapolate wildly): medians and sqrt.
+    assert ticks.incremental_cost([(100, 2.0), (110, 3.0), (105, 2.5)], 1050) == \
+        pytest.approx(2.5 * (1050 / 105) ** 0.5)
     # Just after a state rebuild, an incremental tick is always measured.
     assert slower([_tick("rebuild", 3.0), _tick("state", 9.0), _tick("recompute", 1.0)],
                   10, 1000) is None

@@ -481,19 +481,21 @@ def measured_slower(history: Sequence[dict[str, Any]], batch_rows: int, input_ro
 
 def incremental_cost(ticks: Sequence[tuple[int, float]], batch_rows: int) -> float:
     """A tick's cost is a fixed part (Spark jobs, commits) plus a part that grows with
-    the batch: fitted by least squares when recent ticks had different batch sizes;
-    from one size only, grown by the square root of the batch ratio (between the
-    all-fixed and all-proportional extremes). Never below the cheapest tick seen."""
-    sizes = {b for b, _ in ticks}
+    the batch: fitted by least squares when recent batches were at least 2x apart in
+    size; else from their medians, grown by the square root of the batch ratio
+    (between the all-fixed and all-proportional extremes). Never below the cheapest
+    tick seen."""
+    sizes = [b for b, _ in ticks]
     floor = min(s for _, s in ticks)
-    if len(sizes) >= 2:
+    if max(sizes) >= 2 * max(1, min(sizes)):  # a fit needs sizes at least 2x apart
         n = len(ticks)
         mean_b = sum(b for b, _ in ticks) / n
         mean_s = sum(s for _, s in ticks) / n
         var = sum((b - mean_b) ** 2 for b, _ in ticks)
         slope = max(0.0, sum((b - mean_b) * (s - mean_s) for b, s in ticks) / var)
         return max(floor, mean_s + slope * (batch_rows - mean_b))
-    b, s = ticks[0]
+    b = sorted(sizes)[len(sizes) // 2]
+    s = sorted(s for _, s in ticks)[len(ticks) // 2]
     return s * max(1.0, (batch_rows / max(1, b)) ** 0.5)
 
 
