@@ -307,9 +307,8 @@ model = DagModel.get_current("mzflow_sink_s")
 first = [model.next_dagrun_data_interval_start.isoformat(),
          model.next_dagrun_data_interval_end.isoformat()]
 
-# Where Airflow's schedule and the sink's disagree: '30 2 * * *' in Berlin on the night
-# summer time ends. Airflow's run [10-24 02:30 CEST, 10-25 02:30 CET) is two sink
-# intervals: [10-24 02:30 CEST, 10-25 02:30 CEST) and the hour to 02:30 CET.
+# '30 2 * * *' in Berlin on the night summer time ends: Airflow's run [10-24 02:30
+# CEST, 10-25 02:30 CET) is a 25-hour interval, and the sink's interval too.
 out_dst = out + "-dst"
 berlin = dict(day=(2026, 10, 24), tz="Europe/Berlin")
 at(12, 0, "dst_table", "CREATE TABLE t2 (k int)", **berlin)
