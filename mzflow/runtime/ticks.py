@@ -246,9 +246,10 @@ class _Work:
         """The state is consistent with the index only if the tick that made the index's
         current contents kept it (a recompute does not)."""
         for entry in self.shard.ticks(50):
-            if int(entry.get("mzflow.ts", -1)) == self.since:
-                return entry.get(MODE_KEY, STATE) not in (STATE, REBUILD)
-        return False
+            # Compaction commits carry the same time and no mode: skip them.
+            if int(entry.get("mzflow.ts", -1)) == self.since and MODE_KEY in entry:
+                return entry[MODE_KEY] not in (STATE, REBUILD)
+        return False  # ticks from before modes were recorded kept their state
 
     def _measured_slower(self, inputs: dict[str, dataflow.Input]) -> bool:
         if recompute_share() >= 1:  # the cost switches are off (tests of the paths)
