@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,19 @@ class AirflowServer:
     def runs(self, dag_id: str) -> list[dict[str, object]]:
         got = self.request("GET", f"/api/v2/dags/{dag_id}/dagRuns?order_by=run_after")
         return got["dag_runs"]  # type: ignore[index,no-any-return]
+
+
+def parse_dag_file(loader: Path, home: Path) -> tuple[str, str]:
+    """Parse a DAG file in a fresh process: (its mzflow DAG ids, the engines loaded)."""
+    code = textwrap.dedent(f"""
+        import runpy, sys
+        g = runpy.run_path({str(loader)!r})
+        print(sorted(k for k in g if k.startswith("mzflow_")))
+        print([m for m in ("pyspark", "deltalake", "great_expectations", "py4j")
+               if m in sys.modules])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "MZFLOW_HOME": str(home)}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    dag_ids, heavy = out.stdout.strip().splitlines()[-2:]
+    return dag_ids, heavy

@@ -581,5 +581,7 @@ def test_cli_sink_run_and_status(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "expected START/END in ISO 8601" in bad.stderr
     wrong = _cli("2026-03-01T14:30:00+00:00", "--home", home, "sink", "run", "t")
     assert wrong.returncode == 1 and "materialize.public.t is not a sink" in wrong.stderr
+    wrong = _cli("2026-03-01T14:30:00+00:00", "--home", home, "sink", "status", "t")
+    assert wrong.returncode == 1 and "materialize.public.t is not a sink" in wrong.stderr
     shown = _cli(at, "--home", home, "sql", "-c", "SHOW SINKS")
     assert "s" in shown.stdout and "default" in shown.stdout, shown.stdout

@@ -42,8 +42,10 @@ class SinkSpec:
     start_ts: int  # the sink's as-of: its snapshot time, and where its changes begin
 
 
-def options(stmt: ast.CreateSink, columns: tuple[str, ...]) -> dict[str, object]:
-    """The checked options of ``stmt``, defaults filled in. ``columns``: the source's."""
+def options(stmt: ast.CreateSink, columns: tuple[str, ...] | None = None
+            ) -> dict[str, object]:
+    """The checked options of ``stmt``, defaults filled in. ``columns``: the source's,
+    to check KEY against (None: a stored statement, checked when it was created)."""
     fmt = stmt.args["into"].name.upper()
     if fmt not in FORMATS:
         raise InvalidOption(f"unknown sink format {fmt}",
@@ -65,7 +67,7 @@ def options(stmt: ast.CreateSink, columns: tuple[str, ...]) -> dict[str, object]
         elif opt.name == "KEY":
             names = value.expressions if isinstance(value, exp.Tuple) else [value]
             key = tuple(_name(v) for v in names if v is not None)
-            missing = [k for k in key if k not in columns]
+            missing = [k for k in key if columns is not None and k not in columns]
             if missing or not key:
                 raise UnknownObject(f'column "{missing[0]}" does not exist' if missing else
                                     "KEY needs at least one column")
@@ -80,8 +82,6 @@ def options(stmt: ast.CreateSink, columns: tuple[str, ...]) -> dict[str, object]
         # Materialize asks for the key of an upsert sink the same way.
         raise InvalidOption("ENVELOPE UPSERT requires a KEY",
                             hint="add KEY = (<column>, ...) to the WITH options")
-    if fmt == "DELTA" and out["envelope"] == "DEBEZIUM":
-        pass  # before/after columns are plain columns in every format
     schedules.check(str(out["schedule"]), str(out["timezone"]))
     return out
 
@@ -92,7 +92,7 @@ def spec(item: Item) -> SinkSpec:
     assert item.kind == SINK and item.cluster_id is not None and item.on_id is not None
     stmt = parse(item.create_sql)[0]
     assert isinstance(stmt, ast.CreateSink)
-    opts = options(stmt, tuple(_key_columns(stmt)))
+    opts = options(stmt)
     return SinkSpec(id=item.id, name=item.name, qualified_name=item.qualified_name,
                     cluster_id=item.cluster_id, source_id=item.on_id,
                     format=str(opts["format"]), path=stmt.args["path"].name,
@@ -103,16 +103,6 @@ def spec(item: Item) -> SinkSpec:
 
 def specs(snap: Snapshot) -> list[SinkSpec]:
     return [spec(i) for i in snap.items if i.kind == SINK]
-
-
-def _key_columns(stmt: ast.CreateSink) -> list[str]:
-    # The stored statement was checked at CREATE; its KEY columns are known good.
-    for opt in stmt.args.get("options") or []:
-        if opt.name == "KEY":
-            value = opt.args.get("value")
-            names = value.expressions if isinstance(value, exp.Tuple) else [value]
-            return [_name(v) for v in names if v is not None]
-    return []
 
 
 def _name(value: exp.Expr) -> str:

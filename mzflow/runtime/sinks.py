@@ -75,16 +75,25 @@ class Exported:
                 f"-> {self.target} in {self.seconds:.2f} s ({rate:,.0f} changes/s)")
 
 
+def _spec(snap: Snapshot, name: str) -> SinkSpec:
+    item = snap.resolve(name)
+    if item.kind != SINK:
+        raise WrongObjectType(f"{item.qualified_name} is not a sink")
+    return sinks.spec(item)
+
+
+def _intervals(spec: SinkSpec) -> Iterator[Interval]:
+    """The sink's schedule intervals, from the one holding its start time on."""
+    first = schedules.containing(spec.schedule, spec.timezone, spec.start_ts)
+    return schedules.following(spec.schedule, spec.timezone, first[0])
+
+
 def run(store: Store, warehouse: Path, name: str, interval: Interval | None = None,
         on_progress: Callable[[Exported], None] | None = None) -> list[Exported]:
     """Export every interval due, through ``interval`` (default: the last one that has
     ended), in order. An interval named explicitly is exported again even if it was
     (files: the same bytes; Delta: skipped, its commit already holds it)."""
-    snap = store.snapshot()
-    item = snap.resolve(name)
-    if item.kind != SINK:
-        raise WrongObjectType(f"{item.qualified_name} is not a sink")
-    spec = sinks.spec(item)
+    spec = _spec(store.snapshot(), name)
     out = _Output(spec)
     out.clean()
     first = schedules.containing(spec.schedule, spec.timezone, spec.start_ts)
@@ -99,7 +108,7 @@ def run(store: Store, warehouse: Path, name: str, interval: Interval | None = No
                             f"{schedules.from_ms(spec.start_ts).isoformat()}, after that "
                             "interval")
     done: list[Exported] = []
-    for start, end in schedules.following(spec.schedule, spec.timezone, first[0]):
+    for start, end in _intervals(spec):
         end_ms = schedules.to_ms(end)
         if interval is None and end_ms > now:
             break
@@ -119,12 +128,11 @@ def run(store: Store, warehouse: Path, name: str, interval: Interval | None = No
 
 def intervals_due(snap: Snapshot, name: str, until_ms: int | None = None) -> list[Interval]:
     """The sink's intervals that have ended and are not exported yet."""
-    spec = sinks.spec(snap.resolve(name))
+    spec = _spec(snap, name)
     out = _Output(spec)
     until_ms = now_ms() if until_ms is None else until_ms
-    first = schedules.containing(spec.schedule, spec.timezone, spec.start_ts)
     due: list[Interval] = []
-    for start, end in schedules.following(spec.schedule, spec.timezone, first[0]):
+    for start, end in _intervals(spec):
         if schedules.to_ms(end) > until_ms:
             return due
         if not out.exported(start, end):
@@ -142,9 +150,8 @@ def holds(snap: Snapshot) -> dict[str, int]:
         item = snap.item(spec.source_id)
         src = history.source(snap, exp.select("*").from_(exp.to_table(item.name)), item)
         written = _Output(spec)
-        first = schedules.containing(spec.schedule, spec.timezone, spec.start_ts)
-        need = spec.start_ts - 1 if spec.snapshot else spec.start_ts
-        for start, end in schedules.following(spec.schedule, spec.timezone, first[0]):
+        need = spec.start_ts
+        for start, end in _intervals(spec):
             need = max(schedules.to_ms(start) - 1, spec.start_ts)
             if schedules.to_ms(start) > now or not written.exported(start, end):
                 break
@@ -162,9 +169,10 @@ def _export(store: Store, warehouse: Path, spec: SinkSpec, out: _Output,
         raise SinkError(f"sink {spec.name}: interval ending {span[1].isoformat()} has not "
                         "ended yet")
     # Close every time before the interval's end: later writes get later times.
-    if store.snapshot().read_ts < through:
-        store.advance_read_ts(through)
     snap = store.snapshot()
+    if snap.read_ts < through:
+        store.advance_read_ts(through)
+        snap = store.snapshot()
     source_item = snap.item(spec.source_id)
     query = exp.select("*").from_(exp.to_table(source_item.name))
     src = history.source(snap, query, source_item)

@@ -41,7 +41,16 @@ from mzflow.plan import ir
 from mzflow.render import dataflow
 from mzflow.render.dataflow import NEW, OLD
 from mzflow.runtime import reads
-from mzflow.storage.delta import COUNT, DIFF, KEY, ROWS, IndexShard, Shard, StateShard
+from mzflow.storage.delta import (
+    COUNT,
+    DIFF,
+    KEY,
+    ROWS,
+    TS_KEY,
+    IndexShard,
+    Shard,
+    StateShard,
+)
 from mzflow.storage.rows import Target, conform
 from mzflow.storage.types import arrow_schema, parse_type, spark_ddl
 
@@ -247,7 +256,7 @@ class _Work:
         current contents kept it (a recompute does not)."""
         for entry in self.shard.ticks(50):
             # Compaction commits carry the same time and no mode: skip them.
-            if int(entry.get("mzflow.ts", -1)) == self.since and MODE_KEY in entry:
+            if int(entry.get(TS_KEY, -1)) == self.since and MODE_KEY in entry:
                 return entry[MODE_KEY] not in (STATE, REBUILD)
         return False  # ticks from before modes were recorded kept their state
 
