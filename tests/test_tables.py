@@ -68,6 +68,27 @@ def test_each_statement_is_one_delta_commit_with_its_timestamp(conn) -> None:
                                               "update_preimage"]
 
 
+def test_changed_rows_from_the_log_match_the_change_feed(conn) -> None:
+    """The ticks' cost switch sizes a batch from the commits' metrics, without reading
+    the change feed: it must count what the feed holds, per statement kind."""
+    from mzflow.storage.delta import Shard
+
+    conn.execute("CREATE TABLE cr (a int)")
+    (item_id,) = rows(conn, "SELECT id FROM mz_tables WHERE name = 'cr'")[0]
+    table = Shard(conn.config.warehouse / item_id)
+    steps = ["INSERT INTO cr VALUES (1), (2), (3), (4)", "UPDATE cr SET a = a + 10 WHERE a > 2",
+             "DELETE FROM cr WHERE a = 1", "INSERT INTO cr SELECT a FROM cr"]
+    for sql in steps:
+        before = table.version()
+        conn.execute(sql)
+        after = table.version()
+        feed = pa.table(shard(conn, "cr").load_cdf(starting_version=before + 1,
+                                                   ending_version=after))
+        assert table.changed_rows(before, after) == feed.num_rows > 0, sql
+    assert table.changed_rows(-1, table.version()) == 4 + 4 + 1 + 3
+    assert table.changed_rows(table.version(), table.version()) == 0
+
+
 def test_insert_with_column_list_and_select(conn) -> None:
     conn.execute("CREATE TABLE src (a int NOT NULL, b text); CREATE TABLE dst (b text, a bigint)")
     conn.execute("INSERT INTO src (b, a) VALUES ('one', 1), (NULL, 2)")

@@ -98,9 +98,25 @@ def ensure_shard(warehouse: Path, index: Item, columns: tuple[Column, ...]) -> I
     return shard
 
 
+# Planning a definition (bind, inline, lower: sqlglot) costs a tick ~0.15 s. It depends
+# on the catalog only, which (installation, version) names: every DDL bumps the version.
+_PLANS: dict[tuple[str, int, str], tuple[ChangePlan, reads.Plan]] = {}
+
+
+def _planned(snap: Snapshot, index: Item) -> tuple[ChangePlan, reads.Plan]:
+    key = (snap.installation_id, snap.version, index.id)
+    hit = _PLANS.get(key)
+    if hit is None:
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        plan = derive(snap, index)
+        hit = _PLANS[key] = (plan, reads.plan(snap, plan.definition))
+    return hit
+
+
 def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickReport:
     started = time.perf_counter()
-    plan = derive(snap, index)
+    plan, query_plan = _planned(snap, index)
     shard = ensure_shard(warehouse, index, plan.columns)
     done_through, error = shard.state()
     version_before = shard.version()
@@ -114,7 +130,7 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int) -> TickRep
     # Changes start where the contents were last exactly right: an errored tick leaves
     # them as they were, and the next one starts from the same place.
     since = shard.good_through()
-    work = _Work(snap, warehouse, plan, shard, since, at)
+    work = _Work(snap, warehouse, plan, query_plan, shard, since, at)
     try:
         changes = work.run()
         new_error = None
@@ -174,9 +190,10 @@ COLD_KEY = "mzflow.cold"  # the first tick: Spark and caches are cold, its cost 
 class _Work:
     """One tick's computation: picks the mode, runs it, counts what it read."""
 
-    def __init__(self, snap: Snapshot, warehouse: Path, plan: ChangePlan, shard: IndexShard,
-                 since: int, at: int):
+    def __init__(self, snap: Snapshot, warehouse: Path, plan: ChangePlan,
+                 query_plan: reads.Plan, shard: IndexShard, since: int, at: int):
         self.snap, self.warehouse, self.plan, self.shard = snap, warehouse, plan, shard
+        self.query_plan = query_plan
         self.since, self.at = since, at
         self.mode = plan.mode
         self.reason: str | None = None
@@ -186,6 +203,7 @@ class _Work:
         self.files_read = 0
         self.batch_rows = 0
         self.input_rows = 0
+        self._batch: dict[str, Callable[[], int]] = {}  # per input: its batch's rows
 
     def describe(self) -> str:
         if self.mode == FULL:
@@ -210,8 +228,9 @@ class _Work:
     def run(self) -> pa.Table | None:
         from mzflow.render import spark
 
-        p = reads.plan(self.snap, self.plan.definition)
-        reads.check_time(self.snap, (item for _, item, _ in p.tables), self.at)
+        p = self.query_plan
+        reads.check_time(self.snap, (self.snap.item(item.id) for _, item, _ in p.tables),
+                         self.at)
         # The cluster's SIZE picks the tick's Spark resources (shuffle parallelism here;
         # executor cores and memory apply when the cluster has its own Spark application).
         cluster = self.snap.cluster(self.plan.index.cluster_id)
@@ -279,8 +298,9 @@ class _Work:
         return measurement_due(self.shard.ticks(MEASURE_EVERY))
 
     def _count(self, inputs: dict[str, dataflow.Input]) -> None:
-        self.batch_rows = sum(inp.changes()[1] for inp in inputs.values()
-                              if inp.changes is not None)
+        # From the Delta logs, so that deciding to recompute costs no read of the
+        # change feed (the ticks it is compared with were counted the same way).
+        self.batch_rows = sum(self._batch[ref]() for ref in inputs)
         self.input_rows = sum(inp.num_rows[NEW](inp.files[NEW] or ())
                               for inp in inputs.values())
 
@@ -291,8 +311,21 @@ class _Work:
             if get.ref in out:
                 continue
             item = self.snap.item(get.item_id)
-            out[get.ref] = self._input(item, Shard(self.warehouse / item.id))
+            shard = Shard(self.warehouse / item.id)
+            out[get.ref] = self._input(item, shard)
+            self._batch[get.ref] = self._estimate(out[get.ref], shard)
         return out
+
+    def _estimate(self, inp: dataflow.Input, shard: Shard) -> Callable[[], int]:
+        """The input's batch size: its change rows by the Delta log, or every row when
+        the tick reads the whole input."""
+        since = -1 if self.rebuild else self.since
+        old_v = shard.version_at(since) if since >= 0 else None
+        new_v = shard.version_at(self.at)
+        if old_v is None:
+            return lambda: inp.num_rows[NEW](inp.files[NEW] or ())
+        assert new_v is not None
+        return lambda: shard.changed_rows(old_v, new_v)
 
     def _input(self, item: Item, shard: Shard) -> dataflow.Input:
         new_v = shard.version_at(self.at)
@@ -363,14 +396,11 @@ class _Work:
         return spark_ddl([(c.name, c.type) for c in item.columns] + [(ROWID, "bigint")])
 
     def _large(self, inputs: dict[str, dataflow.Input]) -> bool:
-        """Compare the batch's change rows with the inputs' rows (from file statistics).
-        The change feed read here is the one the tick then uses."""
-        changed, total = 0, 0
-        for inp in inputs.values():
-            total += inp.num_rows[NEW](inp.files[NEW] or ())
-            if inp.changes is not None:
-                changed += inp.changes()[1]
-        return total > 0 and changed > recompute_share() * total
+        """Compare the batch's change rows (from the Delta logs) with the inputs' rows
+        (from file statistics)."""
+        self._count(inputs)
+        total = self.input_rows
+        return total > 0 and self.batch_rows > recompute_share() * total
 
     # -- modes -------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ class _History:
     versions: list[int] = field(default_factory=list)
     times: list[int] = field(default_factory=list)
     max_rowid: int | None = None
+    changed: dict[int, int] = field(default_factory=dict)  # version -> rows it changed
 
 
 _HISTORY: dict[str, _History] = {}
@@ -123,6 +124,8 @@ class Shard:
             cache.versions.append(v)
             cache.times.append(t)
         for e in entries:
+            if int(e["version"]) > known:
+                cache.changed[int(e["version"])] = _rows_changed(e)
             if MAX_ROWID_KEY in e and int(e["version"]) > known:
                 top = int(e[MAX_ROWID_KEY])
                 cache.max_rowid = top if cache.max_rowid is None else max(cache.max_rowid, top)
@@ -135,6 +138,14 @@ class Shard:
         whose ids the catalog never recorded as used: writers skip past this."""
         self.history()
         return _HISTORY[str(self.path)].max_rowid
+
+    def changed_rows(self, after: int, through: int) -> int:
+        """About how many rows versions ``after+1 … through`` inserted or deleted, from
+        the commits' own metrics: a cost estimate that reads no data (the change feed
+        consolidates an update to two rows and a row inserted and deleted to none)."""
+        self.history()
+        changed = _HISTORY[str(self.path)].changed
+        return sum(n for v, n in changed.items() if after < v <= through)
 
     def version_at(self, ts: int) -> int | None:
         """The newest version committed at or before ``ts`` (None: the table is younger)."""
@@ -224,6 +235,22 @@ class Shard:
         else:
             self._dt.update_incremental()
         return self._dt
+
+
+_COUNTED_OPS = ("WRITE", "MERGE", "DELETE", "UPDATE")
+
+
+def _rows_changed(entry: dict[str, Any]) -> int:
+    """Rows a commit inserted or deleted, an update counting as both (compactions and
+    schema changes: none)."""
+    if entry.get("operation") not in _COUNTED_OPS:
+        return 0
+    m = entry.get("operationMetrics") or {}
+    one = ("num_added_rows", "num_target_rows_inserted", "num_target_rows_deleted",
+           "num_deleted_rows")
+    two = ("num_target_rows_updated", "num_updated_rows")
+    return (sum(int(m.get(k) or 0) for k in one)
+            + 2 * sum(int(m.get(k) or 0) for k in two))
 
 
 def _props(ts: int, txn: tuple[str, int] | None, max_rowid: int | None = None) -> Any:
