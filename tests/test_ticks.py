@@ -342,6 +342,13 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     assert due([_tick("state", 4.0), _tick("state", 4.0), cold])
     assert not due([_tick("state", 4.0), _tick("state", 4.0), _tick("recompute", 3.0)])
     assert due([_tick("state", 1.0)] * ticks.MEASURE_EVERY + [_tick("recompute", 3.0)])
+    # A state tick that timed a recompute on the side (R014 keeping the state) measures
+    # both: 1.5 s of its 4.5 s was the recompute, 3 s the tick itself.
+    side = _tick("state", 4.5) | {ticks.MEASURED_KEY: "1.5"}
+    assert ticks.recompute_seconds(side) == 1.5
+    assert "incremental ~3.00 s vs recompute ~1.50 s" in (
+        slower([_tick("state", 3.0), side], 10, 1000) or "")
+    assert not due([_tick("state", 4.0), _tick("state", 4.0), side])
 
 
 SWITCHED = {
@@ -402,6 +409,41 @@ def test_switching_between_recompute_and_state_keeps_views_exact(
         text = conn.execute("EXPLAIN MATERIALIZED VIEW sums").rows[0][0]
         assert "Last tick: recompute (R013: incremental ticks of this index were measured " \
                "slower than recomputing it) [forced by the test]" in text, text
+
+
+@pytest.mark.slow
+def test_measuring_a_recompute_keeps_the_state(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """R014 for a state-mode index ticks incrementally, then times a recompute it does
+    not commit: the state stays current (no rebuild on the next tick), the commit
+    records the measure, and the contents stay exact."""
+    monkeypatch.setattr(ticks._Work, "_measured_slower", lambda self, inputs: False)
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (a int, b int)")
+    sql = "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a"
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute(f"CREATE CLUSTER w; CREATE TABLE t (a int, b int); "
+                     f"CREATE MATERIALIZED VIEW m IN CLUSTER w AS {sql}")
+        index = next(i for i in conn.store.snapshot().items if i.kind == "index")
+        shard = ticks.index_shard(conn.config.warehouse, index)
+        strategies = []
+        for i in range(5):
+            stmt = f"INSERT INTO t VALUES ({i % 3}, {i}), ({i}, 1)"
+            if i == 3:
+                stmt += "; DELETE FROM t WHERE a = 0"
+            for part in stmt.split("; "):
+                conn.execute(part)
+                db.execute(part)
+            (report,) = conn.tick(cluster="w")
+            strategies.append(report.strategy)
+            got = conn.execute("SET cluster = w; SELECT * FROM m").rows
+            assert normal(got) == normal(db.execute(sql).fetchall()), (i, strategies)
+            if i == 3:  # a cold tick and two incremental ones came before: measure
+                assert "R014" in report.strategy and "not committed" in report.strategy
+                assert float(shard.ticks(1)[0][ticks.MEASURED_KEY]) > 0
+        assert strategies[3].startswith("incremental") and "mode state" in strategies[3]
+        assert not any("R014" in s for s in strategies[:3] + strategies[4:]), strategies
+        assert not any("rebuilt" in s for s in strategies[1:]), strategies
 
 
 @pytest.mark.slow

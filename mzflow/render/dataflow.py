@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
-from mzflow.render.spark import _integer_division
+from mzflow.render.spark import _integer_division, from_arrow
 
 DIFF = "_mz_diff"
 NEW, OLD = "new", "old"
@@ -317,7 +317,7 @@ class Dataflow:
         changes, rows = inp.changes()
         self.rows_read += rows
         # (a Spark Connect DataFrame answers every attribute, so test the type)
-        df = (self.spark.createDataFrame(changes) if isinstance(changes, pa.Table)
+        df = (from_arrow(changes) if isinstance(changes, pa.Table)
               else changes)
         return df.select(*[F.col(f"`{s}`").alias(n) for s, n in zip(
             node.stored, node.columns, strict=True)], F.col(DIFF).cast("bigint").alias(DIFF))

@@ -19,9 +19,12 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from mzflow.errors import Error
 
@@ -100,6 +103,14 @@ def _python() -> str:
     import sys
 
     return sys.executable
+
+
+def from_arrow(table: pa.Table) -> Any:
+    """A DataFrame of ``table``'s rows, as one contiguous record batch. PySpark 4.3's
+    ``createDataFrame(pa.Table)`` sends the table's record batches one per partition
+    and loses rows after an empty batch (batches of 0, 0, 1 rows give an empty frame).
+    Filtered Delta scans and Arrow joins produce such empty batches."""
+    return session().createDataFrame(table.combine_chunks())
 
 
 @contextmanager

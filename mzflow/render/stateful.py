@@ -23,6 +23,7 @@ from sqlglot import exp
 from mzflow.plan import ir
 from mzflow.render.dataflow import DIFF, Dataflow, _project, _sql, _topk
 from mzflow.render.diffs import key_column
+from mzflow.render.spark import from_arrow
 from mzflow.storage.delta import KEY, ROWS
 
 
@@ -110,9 +111,9 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
         b = pc.coalesce(joined.column(f"{c}_old"), pa.scalar(0, kind)).cast(wide)
         merged = merged.append_column(c, pc.add_checked(a, b).cast(kind))
     groups = merged.select(keys + partials + [KEY])
-    new = spark.createDataFrame(groups)
+    new = from_arrow(groups)
     live = new if not keys else new.where(F.col(ROWS) != 0)
-    before_df = spark.createDataFrame(old) if old.num_rows else new.limit(0)
+    before_df = from_arrow(old) if old.num_rows else new.limit(0)
     if any(isinstance(n, ir.TopK) for n in chain):
         if state_files:
             rest = spark.read.parquet(*state_files).select(
@@ -152,7 +153,7 @@ def _recompute_extremes(flow: Dataflow, node: ir.Reduce, batch: pa.Table, keys: 
 
     r = None
     if keys:
-        wanted = flow.spark.createDataFrame(batch.select(keys))
+        wanted = from_arrow(batch.select(keys))
         r = flow.restriction(tuple(node.keys), wanted)
     rows = flow.full(node.input, NEW, r)
     aggs = [(F.min if role == "min" else F.max)(F.expr(_sql(arg))).alias(name)
