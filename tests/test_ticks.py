@@ -16,6 +16,8 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 
@@ -411,6 +413,20 @@ def test_switching_between_recompute_and_state_keeps_views_exact(
                "slower than recomputing it) [forced by the test]" in text, text
 
 
+GROUPED = "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a"
+
+
+@contextmanager
+def _grouped_view(tmp_path: Path) -> Iterator[tuple[mzflow.Connection, duckdb.DuckDBPyConnection]]:
+    """Table t and materialized view m (GROUPED) in cluster w, and DuckDB's copy of t."""
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (a int, b int)")
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute(f"CREATE CLUSTER w; CREATE TABLE t (a int, b int); "
+                     f"CREATE MATERIALIZED VIEW m IN CLUSTER w AS {GROUPED}")
+        yield conn, db
+
+
 @pytest.mark.slow
 def test_measuring_a_recompute_keeps_the_state(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
@@ -418,12 +434,8 @@ def test_measuring_a_recompute_keeps_the_state(tmp_path: Path,
     not commit: the state stays current (no rebuild on the next tick), the commit
     records the measure, and the contents stay exact."""
     monkeypatch.setattr(ticks._Work, "_measured_slower", lambda self, inputs: False)
-    db = duckdb.connect()
-    db.execute("CREATE TABLE t (a int, b int)")
-    sql = "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a"
-    with mzflow.connect(str(tmp_path / "home")) as conn:
-        conn.execute(f"CREATE CLUSTER w; CREATE TABLE t (a int, b int); "
-                     f"CREATE MATERIALIZED VIEW m IN CLUSTER w AS {sql}")
+    sql = GROUPED
+    with _grouped_view(tmp_path) as (conn, db):
         index = next(i for i in conn.store.snapshot().items if i.kind == "index")
         shard = ticks.index_shard(conn.config.warehouse, index)
         strategies = []
@@ -453,12 +465,8 @@ def test_a_compaction_after_a_recompute_does_not_hide_a_stale_state(
     a state left behind by a recompute must look past them."""
     forced = [False]
     monkeypatch.setattr(ticks._Work, "_measured_slower", lambda self, inputs: forced[0])
-    db = duckdb.connect()
-    db.execute("CREATE TABLE t (a int, b int)")
-    sql = "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a"
-    with mzflow.connect(str(tmp_path / "home")) as conn:
-        conn.execute(f"CREATE CLUSTER w; CREATE TABLE t (a int, b int); "
-                     f"CREATE MATERIALIZED VIEW m IN CLUSTER w AS {sql}")
+    sql = GROUPED
+    with _grouped_view(tmp_path) as (conn, db):
         for i, force in enumerate([False, False, True]):
             stmt = f"INSERT INTO t VALUES ({i % 2}, {i}), ({i}, 1)"
             conn.execute(stmt)
