@@ -7,10 +7,15 @@ defaults shipped in ``mzflow/conf/defaults.toml``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from mzflow.errors import InvalidOption
 
 _DEFAULTS = Path(__file__).parent / "conf" / "defaults.toml"
 
@@ -61,3 +66,81 @@ def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = N
     airflow = os.environ.get("MZFLOW_AIRFLOW_HOME", str(data.get("airflow_home") or ""))
     return Config(home=resolved_home, catalog_url=url, spark_master=master,
                   airflow_home=Path(airflow).expanduser().resolve() if airflow else None)
+
+
+# -- tuning ------------------------------------------------------------------------------
+# Every threshold that trades one cost for another lives here, and nowhere else: a
+# module that needs one takes it as a parameter. Strongest first: MZFLOW_<NAME> in the
+# environment (for a process), ALTER SYSTEM SET <name> (stored in the catalog, for every
+# process of the installation), the [tuning] table of conf/mzflow.toml, the default.
+
+
+@dataclass(frozen=True)
+class Tuning:
+    recompute_share: float = field(default=0.25, metadata={"doc": (
+        "A delta-mode batch above this share of its inputs' rows is recomputed (R010); "
+        "1 or more turns the run-time cost switches off.")})
+    measure_every: int = field(default=50, metadata={"doc": (
+        "Ticks between measurements of what recomputing an index costs (R014).")})
+    probe_every: int = field(default=20, metadata={"doc": (
+        "After this many measured recomputes in a row (R013), a tick tries incremental "
+        "again.")})
+    history_ticks: int = field(default=50, metadata={"doc": (
+        "How many of an index's latest tick commits the cost switch reads.")})
+    collect_limit: int = field(default=100_000, metadata={"doc": (
+        "Affected keys collected to the driver to prune files; above it a key "
+        "restriction is a Spark semi-join without pruning.")})
+    isin_limit: int = field(default=2_000, metadata={"doc": (
+        "Key values also pushed into the Parquet scan as an IN list (row-group "
+        "skipping).")})
+    arrow_diff_rows: int = field(default=1_000_000, metadata={"doc": (
+        "Indexes up to this many rows are compared with a tick's result in Arrow on the "
+        "driver; larger ones by a Spark join.")})
+    file_size: int = field(default=16 * 1024 * 1024, metadata={"doc": (
+        "Target size in bytes of the Parquet files a table write produces.")})
+    plan_cache: int = field(default=256, metadata={"doc": (
+        "Change plans kept per process (planning a definition costs ~0.15 s).")})
+
+    def with_(self, **changes: Any) -> Tuning:
+        return dataclasses.replace(self, **changes)
+
+
+TUNING_FIELDS = {f.name: f for f in dataclasses.fields(Tuning)}
+
+
+def tuning_value(name: str, value: str) -> float | int:
+    """``value`` parsed as the tuning parameter ``name`` takes it; refused clearly."""
+    f = TUNING_FIELDS[name]
+    kind = float if f.type in ("float", float) else int
+    try:
+        parsed = kind(value.replace("_", ""))
+    except ValueError:
+        raise InvalidOption(f'invalid value for parameter "{name}": "{value}"',
+                            hint=f"{name} takes a non-negative "
+                                 f"{'number' if kind is float else 'whole number'}") from None
+    if parsed < 0:
+        raise InvalidOption(f'invalid value for parameter "{name}": "{value}"',
+                            hint=f"{name} cannot be negative")
+    return parsed
+
+
+def _project_tuning() -> dict[str, object]:
+    path = project_config_path()
+    if path is None or not path.exists():
+        return {}
+    section = _read(path).get("tuning") or {}
+    return dict(section) if isinstance(section, dict) else {}
+
+
+def tuning(settings: Mapping[str, str] | None = None) -> Tuning:
+    """The tuning in force: ``settings`` are the catalog's ALTER SYSTEM SET values."""
+    values: dict[str, float | int] = {}
+    layers: list[Mapping[str, object]] = [_project_tuning(), settings or {},
+                                          {n: os.environ[f"MZFLOW_{n.upper()}"]
+                                           for n in TUNING_FIELDS
+                                           if f"MZFLOW_{n.upper()}" in os.environ}]
+    for layer in layers:
+        for name, value in layer.items():
+            if name in TUNING_FIELDS:
+                values[name] = tuning_value(name, str(value))
+    return Tuning(**values)  # type: ignore[arg-type]

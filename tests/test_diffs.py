@@ -1,5 +1,5 @@
 """A tick's result is compared with its index in Arrow (small indexes) or in Spark
-(large ones, MZFLOW_ARROW_DIFF_ROWS): both must give exactly the same changed rows,
+(large ones, the arrow_diff_rows tuning): both must give exactly the same changed rows,
 keys and counts, over values that hash and compare awkwardly (NULLs, decimals,
 strings, timestamps, duplicate rows, rows that cancel out)."""
 
@@ -47,9 +47,8 @@ def _frame(rows: list[tuple], diff: list[int] | None = None):
 
 def _both(monkeypatch: pytest.MonkeyPatch, fn, *args) -> tuple[Counter, Counter]:
     got = {}
-    for path, limit in (("arrow", "1000000"), ("spark", "0")):
-        monkeypatch.setenv("MZFLOW_ARROW_DIFF_ROWS", limit)
-        table = fn(*args)
+    for path, limit in (("arrow", 1_000_000), ("spark", 0)):
+        table = fn(*args, arrow_rows=limit)
         got[path] = Counter(tuple(r.values()) for r in table.select(
             NAMES + [KEY, COUNT]).to_pylist())
     return got["arrow"], got["spark"]
@@ -77,7 +76,8 @@ def test_arrow_and_spark_comparisons_agree(tmp_path: Path, monkeypatch: pytest.M
                          SPARK_TYPES)
     assert arrow == spark
     assert sum(n for *_, n in arrow) == len(before)
-    first = diffs.changes(_frame(before), [], INDEX_DDL, NAMES, SPARK_TYPES)
+    first = diffs.changes(_frame(before), [], INDEX_DDL, NAMES, SPARK_TYPES,
+                          arrow_rows=1_000_000)
     files = _index(tmp_path / "index", first) if first.num_rows else []
 
     # A recompute: new contents against the index.

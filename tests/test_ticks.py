@@ -28,6 +28,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import mzflow
+from mzflow.config import Tuning
+from mzflow.incremental import decide
 from mzflow.runtime import ticks
 
 pytestmark = pytest.mark.slow
@@ -299,13 +301,13 @@ def test_killed_tick_leaves_previous_state_then_completes(conn, tmp_path: Path) 
 
 def _tick(mode: str, seconds: float, batch: int = 10, rows: int = 1000,
           reason: str | None = None) -> dict[str, str]:
-    out = {ticks.MODE_KEY: mode, ticks.SECONDS_KEY: str(seconds),
-           ticks.BATCH_KEY: str(batch), ticks.ROWS_KEY: str(rows)}
-    return out | ({ticks.REASON_KEY: reason} if reason else {})
+    out = {decide.MODE_KEY: mode, decide.SECONDS_KEY: str(seconds),
+           decide.BATCH_KEY: str(batch), decide.ROWS_KEY: str(rows)}
+    return out | ({decide.REASON_KEY: reason} if reason else {})
 
 
 def test_cost_switch_decides_from_measured_ticks() -> None:
-    slower = ticks.measured_slower
+    slower = decide.measured_slower
     # Incremental measured at 4 s for 10 changes, recompute at 3 s for 1,000 rows.
     history = [_tick("state", 4.0), _tick("recompute", 3.0, reason="R014")]
     assert "incremental ~4.00 s vs recompute ~3.00 s" in (slower(history, 10, 1000) or "")
@@ -318,10 +320,10 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     assert slower(fast, 80, 1000) is None and slower(fast, 100, 1000) is not None
     assert slower(fast, 1, 1000) is None  # ... and never shrinks below what was seen
     # Two sizes: fixed + per-row cost fitted (1 s + 0.01 s a row).
-    assert ticks.incremental_cost([(100, 2.0), (10, 1.1)], 1000) == pytest.approx(11.0)
-    assert ticks.incremental_cost([(100, 2.0), (10, 1.1)], 1) == pytest.approx(1.1)
+    assert decide.incremental_cost([(100, 2.0), (10, 1.1)], 1000) == pytest.approx(11.0)
+    assert decide.incremental_cost([(100, 2.0), (10, 1.1)], 1) == pytest.approx(1.1)
     # Sizes too close for a fit (noise would extrapolate wildly): medians and sqrt.
-    assert ticks.incremental_cost([(100, 2.0), (110, 3.0), (105, 2.5)], 1050) == \
+    assert decide.incremental_cost([(100, 2.0), (110, 3.0), (105, 2.5)], 1050) == \
         pytest.approx(2.5 * (1050 / 105) ** 0.5)
     # Just after a state rebuild, an incremental tick is always measured.
     assert slower([_tick("rebuild", 3.0), _tick("state", 9.0), _tick("recompute", 1.0)],
@@ -329,25 +331,25 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     # A rebuild is no measure of a recompute (it also writes every group's partials).
     assert slower([_tick("state", 9.0), _tick("rebuild", 3.0)], 10, 1000) is None
     # Twenty measured recomputes in a row: incremental gets another chance.
-    streak = [_tick("recompute", 3.0, reason="R013")] * ticks.PROBE_EVERY + [
+    streak = [_tick("recompute", 3.0, reason="R013")] * Tuning().probe_every + [
         _tick("state", 9.0)]
     assert slower(streak, 10, 1000) is None
     assert slower(streak[1:], 10, 1000) is not None
     # Nothing measured yet on one side: incremental.
     assert slower([_tick("state", 9.0)], 10, 1000) is None
     # The first tick's cost (cold Spark) is no measure of a recompute.
-    cold = _tick("recompute", 0.5) | {ticks.COLD_KEY: "1"}
+    cold = _tick("recompute", 0.5) | {decide.COLD_KEY: "1"}
     assert slower([_tick("state", 4.0), cold], 10, 1000) is None
     # ... so after two incremental ticks, one recompute is measured, then every 50 ticks.
-    due = ticks.measurement_due
+    due = decide.measurement_due
     assert not due([_tick("state", 4.0), cold])
     assert due([_tick("state", 4.0), _tick("state", 4.0), cold])
     assert not due([_tick("state", 4.0), _tick("state", 4.0), _tick("recompute", 3.0)])
-    assert due([_tick("state", 1.0)] * ticks.MEASURE_EVERY + [_tick("recompute", 3.0)])
+    assert due([_tick("state", 1.0)] * Tuning().measure_every + [_tick("recompute", 3.0)])
     # A state tick that timed a recompute on the side (R014 keeping the state) measures
     # both: 1.5 s of its 4.5 s was the recompute, 3 s the tick itself.
-    side = _tick("state", 4.5) | {ticks.MEASURED_KEY: "1.5"}
-    assert ticks.recompute_seconds(side) == 1.5
+    side = _tick("state", 4.5) | {decide.MEASURED_KEY: "1.5"}
+    assert decide.recompute_seconds(side) == 1.5
     assert "incremental ~3.00 s vs recompute ~1.50 s" in (
         slower([_tick("state", 3.0), side], 10, 1000) or "")
     assert not due([_tick("state", 4.0), _tick("state", 4.0), side])
@@ -368,9 +370,8 @@ def test_switching_between_recompute_and_state_keeps_views_exact(
     behind, so the next incremental tick must rebuild it. After every tick each view
     equals DuckDB; the tick report says R013 when the switch chose recompute."""
     forced: list[bool] = []
-    monkeypatch.setattr(ticks._Work, "_measured_slower",
-                        lambda self, inputs: forced[-1] and not setattr(
-                            self, "detail", " [forced by the test]"))
+    monkeypatch.setattr(decide, "measured_slower",
+                        lambda *args: "forced by the test" if forced[-1] else None)
     db = duckdb.connect()
     db.execute("CREATE TABLE t (a int, b int)")
     with mzflow.connect(str(tmp_path / "home")) as conn:
@@ -433,7 +434,7 @@ def test_measuring_a_recompute_keeps_the_state(tmp_path: Path,
     """R014 for a state-mode index ticks incrementally, then times a recompute it does
     not commit: the state stays current (no rebuild on the next tick), the commit
     records the measure, and the contents stay exact."""
-    monkeypatch.setattr(ticks._Work, "_measured_slower", lambda self, inputs: False)
+    monkeypatch.setattr(decide, "measured_slower", lambda *args: None)
     sql = GROUPED
     with _grouped_view(tmp_path) as (conn, db):
         index = next(i for i in conn.store.snapshot().items if i.kind == "index")
@@ -452,7 +453,7 @@ def test_measuring_a_recompute_keeps_the_state(tmp_path: Path,
             assert normal(got) == normal(db.execute(sql).fetchall()), (i, strategies)
             if i == 3:  # a cold tick and two incremental ones came before: measure
                 assert "R014" in report.strategy and "not committed" in report.strategy
-                assert float(shard.ticks(1)[0][ticks.MEASURED_KEY]) > 0
+                assert float(shard.ticks(1)[0][decide.MEASURED_KEY]) > 0
         assert strategies[3].startswith("incremental") and "mode state" in strategies[3]
         assert not any("R014" in s for s in strategies[:3] + strategies[4:]), strategies
         assert not any("rebuilt" in s for s in strategies[1:]), strategies
@@ -464,7 +465,8 @@ def test_a_compaction_after_a_recompute_does_not_hide_a_stale_state(
     """Index compaction commits at the contents' time with no tick mode; the check for
     a state left behind by a recompute must look past them."""
     forced = [False]
-    monkeypatch.setattr(ticks._Work, "_measured_slower", lambda self, inputs: forced[0])
+    monkeypatch.setattr(decide, "measured_slower",
+                        lambda *args: "forced by the test" if forced[0] else None)
     sql = GROUPED
     with _grouped_view(tmp_path) as (conn, db):
         for i, force in enumerate([False, False, True]):
@@ -476,7 +478,7 @@ def test_a_compaction_after_a_recompute_does_not_hide_a_stale_state(
         conn.compact()
         index = next(i for i in conn.store.snapshot().items if i.kind == "index")
         newest = ticks.index_shard(conn.config.warehouse, index).ticks(1)[0]
-        assert ticks.MODE_KEY not in newest  # the compaction's commit is the newest
+        assert decide.MODE_KEY not in newest  # the compaction's commit is the newest
         forced[0] = False
         conn.execute("INSERT INTO t VALUES (0, 100)")
         db.execute("INSERT INTO t VALUES (0, 100)")

@@ -21,8 +21,7 @@ import datetime as dt
 import logging
 import os
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -74,9 +73,9 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
         raise AirflowSkipException(f"not among the run's objects {wanted}")
     at = context["ti"].xcom_pull(task_ids=time_task_id)
     _use_spark_connection()
-    with _full_refresh(bool(params.get("full_refresh"))), \
-            mzflow.connect(home, catalog_url=catalog_url) as conn:
-        reports = conn.tick(object=_index_of(conn.store.snapshot(), index), at=at)
+    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        reports = conn.tick(object=_index_of(conn.store.snapshot(), index), at=at,
+                            full_refresh=bool(params.get("full_refresh")))
     if not reports:
         raise AirflowFailException(f"{index} is no longer maintained")
     report = reports[0]
@@ -186,24 +185,6 @@ def _index_of(snap: Any, name: str) -> str:
             if ix.is_default_index:
                 return str(ix.name)
     return name
-
-
-@contextmanager
-def _full_refresh(on: bool) -> Iterator[None]:
-    """A full refresh recomputes the batch instead of propagating its changes: a
-    recompute share of 0 makes any non-empty batch "large" (see runtime/ticks.py)."""
-    if not on:
-        yield
-        return
-    old = os.environ.get("MZFLOW_RECOMPUTE_SHARE")
-    os.environ["MZFLOW_RECOMPUTE_SHARE"] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["MZFLOW_RECOMPUTE_SHARE"]
-        else:
-            os.environ["MZFLOW_RECOMPUTE_SHARE"] = old
 
 
 def deploy(home: str, catalog_url: str | None, decls: list[dict[str, Any]]) -> list[str]:

@@ -23,65 +23,17 @@ from sqlglot import exp
 from mzflow.catalog.determinism import check_deterministic
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Column, Item, Snapshot
 from mzflow.errors import Unsupported
+from mzflow.incremental.rules import rule_for
+from mzflow.incremental.rules.base import INCREMENTAL, RECOMPUTE, Context, Strategy
+from mzflow.incremental.rules.reduce_state import state_chain
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
-from mzflow.plan.lower import R_CONSTRUCT, R_SUBQUERY, lower
+from mzflow.plan.lower import lower
 from mzflow.plan.query import plan as bound_plan
 from mzflow.sql.ast import VersionedTable
 from mzflow.sql.parse import parse_query
 
-INCREMENTAL = "incremental"
-RECOMPUTE = "recompute"
-
 STATE, DELTA, FULL = "state", "delta", "recompute"
-
-# Reason codes, stable: they appear in EXPLAIN, task logs and the strict-mode error.
-R_GLOBAL_AGG = "R004"
-R_GLOBAL_TOPK = "R005"
-R_WINDOW = "R006"
-R_OUTER = "R007"
-R_BATCH = "R010"
-R_HISTORY = "R011"
-R_FIRST = "R012"
-R_MEASURED = "R013"
-R_MEASURING = "R014"
-
-REASONS = {
-    R_SUBQUERY: "a subquery that could not be decorrelated into a join",
-    R_CONSTRUCT: "a construct the incremental operators do not model",
-    R_GLOBAL_AGG: "an aggregate without GROUP BY whose aggregates do not accumulate, or below "
-                  "the top of the plan, is recomputed whole",
-    R_GLOBAL_TOPK: "ORDER BY … LIMIT without a partition is recomputed whole",
-    R_WINDOW: "window functions without a common PARTITION BY column",
-    R_OUTER: "an outer join without an equality between its sides",
-    R_BATCH: "the batch is a large share of the inputs, so recomputing is cheaper",
-    R_HISTORY: "the inputs' change history since the last tick was compacted away",
-    R_FIRST: "the first tick computes the whole contents",
-    R_MEASURED: "incremental ticks of this index were measured slower than recomputing it",
-    R_MEASURING: "a recompute measures what recomputing this index costs (once per 50 ticks)",
-}
-
-ACCUMULABLE = (exp.Count, exp.Sum, exp.Avg)
-# MIN and MAX merge into the state too while the batch only inserts (monotonic input);
-# a batch that retracts rows recomputes them for its affected groups.
-MONOTONE = (exp.Min, exp.Max)
-
-
-@dataclass(frozen=True)
-class Strategy:
-    kind: str
-    code: str | None = None
-    how: str = ""  # for incremental operators: which rule maintains them
-
-    @property
-    def reason(self) -> str | None:
-        return REASONS.get(self.code) if self.code else None
-
-    def describe(self) -> str:
-        if self.code is not None:
-            return f"{self.kind} ({self.code}: {self.reason})"
-        return f"{self.kind} ({self.how})" if self.how else self.kind
-
 
 @dataclass(frozen=True)
 class ChangePlan:
@@ -99,32 +51,15 @@ class ChangePlan:
         return next(s for n, s in self.operators if n is node)
 
 
-def accumulable(agg: exp.Expr) -> bool:
-    if not isinstance(agg, ACCUMULABLE + MONOTONE):
-        return False
-    return not isinstance(agg.this, exp.Distinct)
-
-
-def state_chain(root: Node) -> tuple[tuple[Node, ...], ir.Reduce] | None:
-    """``root`` = Map/Filter/TopK operators over a Reduce whose aggregates accumulate."""
-    chain: list[Node] = []
-    node = root
-    while isinstance(node, ir.Map | ir.Filter | ir.TopK):
-        chain.append(node)
-        node = node.input
-    if (isinstance(node, ir.Reduce) and node.aggs and all(accumulable(a) for a in node.aggs)
-            and sum(isinstance(n, ir.TopK) for n in chain) <= 1):
-        return tuple(chain), node
-    return None
-
-
 def analyze(root: Node) -> tuple[str, tuple[Node, ...], tuple[tuple[Node, Strategy], ...]]:
+    """The tick's mode and each operator's strategy, from the operators' rules."""
     stateful = state_chain(root)
     chain, reduce = stateful if stateful else ((), None)
+    ctx = Context(state_reduce=reduce, chain=chain)
     out: list[tuple[Node, Strategy]] = []
 
     def visit(node: Node) -> None:
-        out.append((node, _strategy(node, node is reduce, node in chain)))
+        out.append((node, rule_for(node).strategy(node, ctx)))
         if not isinstance(node, ir.Opaque):
             for child in node.inputs:
                 visit(child)
@@ -136,43 +71,6 @@ def analyze(root: Node) -> tuple[str, tuple[Node, ...], tuple[tuple[Node, Strate
     else:
         mode = DELTA
     return mode, chain, tuple(out)
-
-
-def _strategy(node: Node, state_reduce: bool, in_chain: bool) -> Strategy:
-    inc = INCREMENTAL
-    if isinstance(node, ir.Get):
-        return Strategy(inc, how="changes from the Delta change feed")
-    if isinstance(node, ir.Filter | ir.Map | ir.Union):
-        return Strategy(inc, how="row by row")
-    if isinstance(node, ir.Join):
-        return Strategy(inc, how="delta join, other inputs pruned by the changed keys")
-    if isinstance(node, ir.Reduce):
-        if state_reduce and any(isinstance(a, MONOTONE) for a in node.aggs):
-            return Strategy(inc, how="accumulable: changes merged into the state by key; "
-                                     "MIN/MAX merged for append-only batches, else their "
-                                     "affected groups recomputed")
-        if state_reduce:
-            return Strategy(inc, how="accumulable: changes merged into the state by key")
-        if node.keys:
-            return Strategy(inc, how="affected groups recomputed")
-        return Strategy(RECOMPUTE, R_GLOBAL_AGG)
-    if isinstance(node, ir.TopK):
-        if node.group:
-            return Strategy(inc, how="affected groups recomputed")
-        if in_chain:
-            return Strategy(inc, how="top-k over the maintained groups")
-        return Strategy(RECOMPUTE, R_GLOBAL_TOPK)
-    if isinstance(node, ir.Window):
-        return (Strategy(inc, how="affected partitions recomputed") if node.partition
-                else Strategy(RECOMPUTE, R_WINDOW))
-    if isinstance(node, ir.OuterJoin):
-        return (Strategy(inc, how="affected join keys recomputed") if node.keys
-                else Strategy(RECOMPUTE, R_OUTER))
-    if isinstance(node, ir.SetOp):
-        return Strategy(inc, how="affected rows recomputed")
-    if isinstance(node, ir.Opaque):
-        return Strategy(RECOMPUTE, node.reason)
-    raise AssertionError(type(node).__name__)
 
 
 def overall(operators: tuple[tuple[Node, Strategy], ...]) -> Strategy:
@@ -236,46 +134,9 @@ def explain(root: Node, operators: tuple[tuple[Node, Strategy], ...], indent: in
     def visit(node: Node, depth: int) -> None:
         s = strategies.get(id(node))
         suffix = f"  // {s.describe()}" if s else ""
-        lines.append("  " * depth + _describe(node) + suffix)
+        lines.append("  " * depth + rule_for(node).describe(node) + suffix)
         if not isinstance(node, ir.Opaque):
             for child in node.inputs:
                 visit(child, depth + 1)
     visit(root, indent)
     return lines
-
-
-def _describe(node: Node) -> str:
-    cols = ", ".join(node.columns)
-    if isinstance(node, ir.Get):
-        return f"Get {node.name}"
-    if isinstance(node, ir.Filter):
-        return f"Filter {' AND '.join(ir.sql(p) for p in node.predicates)}"
-    if isinstance(node, ir.Map):
-        shown = [n if ir.sql(e) == f'"{n}"' else f"{n} := {ir.sql(e)}"
-                 for n, e in zip(node.columns, node.exprs, strict=True)]
-        return f"Map ({', '.join(shown)})"
-    if isinstance(node, ir.Join):
-        on = " AND ".join(ir.sql(p) for p in node.predicates) or "true"
-        return f"Join on=({on})"
-    if isinstance(node, ir.OuterJoin):
-        return f"{node.kind.capitalize()}Join on=({ir.sql(node.on)})"
-    if isinstance(node, ir.Reduce):
-        keys = ", ".join(ir.sql(k) for k in node.keys)
-        aggs = ", ".join(ir.sql(a) for a in node.aggs)
-        return (f"Reduce group_by=[{keys}] aggregates=[{aggs}]" if aggs
-                else f"Distinct [{keys}]")
-    if isinstance(node, ir.TopK):
-        order = ", ".join(ir.sql(o) for o in node.order)
-        group = f" group_by=[{', '.join(node.group)}]" if node.group else ""
-        offset = f" offset={node.offset}" if node.offset else ""
-        return f"TopK{group} order_by=[{order}] limit={node.limit}{offset}"
-    if isinstance(node, ir.Window):
-        return (f"Window partition_by=[{', '.join(node.partition)}] "
-                f"({', '.join(ir.sql(e) for e in node.exprs)})")
-    if isinstance(node, ir.Union):
-        return "Union"
-    if isinstance(node, ir.SetOp):
-        return f"{node.kind.capitalize()}{' All' if node.all else ''}"
-    if isinstance(node, ir.Opaque):
-        return f"Opaque ({cols}) := {node.query.sql(dialect='postgres')}"
-    raise AssertionError(type(node).__name__)

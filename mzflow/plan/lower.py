@@ -21,10 +21,7 @@ from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import ROWID, Snapshot
 from mzflow.plan import ir
 from mzflow.plan.ir import Node, col
-
-# Reason codes for what the IR leaves opaque (described in incremental/plan.py).
-R_SUBQUERY = "R002"
-R_CONSTRUCT = "R003"
+from mzflow.reasons import R_CONSTRUCT, R_SUBQUERY
 
 
 class _Names:
@@ -152,9 +149,9 @@ class _Lowerer:
                 node = ir.Reduce(columns=node.columns, input=node,
                                  keys=tuple(col(c) for c in node.columns), aggs=())
         else:
-            kind = "except" if isinstance(q, exp.Except) else "intersect"
-            node = ir.SetOp(columns=left.columns, kind=kind, all=not distinct, left=left,
-                            right=right)
+            node = ir.SetOp(columns=left.columns,
+                            kind="except" if isinstance(q, exp.Except) else "intersect",
+                            all=not distinct, left=left, right=right)
         return self._order_limit(q, node, {}, lambda e: e) or node
 
     def select(self, s: exp.Select) -> Node:

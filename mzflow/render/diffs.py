@@ -8,7 +8,7 @@ Values are cast to the index's column types before hashing, so that every
 strategy (recompute, changes, state) names the same row by the same key.
 
 Spark always computes the keys. Comparing them with the index is done in Arrow
-when the index is small (``MZFLOW_ARROW_DIFF_ROWS``, default 1,000,000 rows): a
+when the index is small (the ``arrow_diff_rows`` tuning, default 1,000,000 rows): a
 Spark join would add a scan of the index and a shuffle to the tick's job, which
 costs a recompute of a small view ~0.3-0.6 s (bench/README.md). Above it, the
 join stays in Spark so that the driver never holds a large index.
@@ -16,7 +16,6 @@ join stays in Spark so that the driver never holds a large index.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -53,13 +52,9 @@ def _old(old_files: Sequence[str], old_schema_ddl: str) -> Any:
     return spark.createDataFrame([], old_schema_ddl)
 
 
-ARROW_DIFF_ROWS = 1_000_000
-
-
-def _small(old_files: Sequence[str]) -> bool:
+def _small(old_files: Sequence[str], limit: int) -> bool:
     import pyarrow.parquet as pq
 
-    limit = int(os.environ.get("MZFLOW_ARROW_DIFF_ROWS", ARROW_DIFF_ROWS))
     rows = 0
     for uri in old_files:
         rows += pq.ParquetFile(_path(uri)).metadata.num_rows
@@ -162,11 +157,12 @@ def _apply_diff_arrow(diff: Any, old_files: Sequence[str], columns: Sequence[str
 
 
 def changes(new: Any, old_files: Sequence[str], old_schema_ddl: str,
-            columns: Sequence[str], spark_types: Sequence[str]) -> pa.Table:
+            columns: Sequence[str], spark_types: Sequence[str], *, arrow_rows: int
+            ) -> pa.Table:
     """New contents → changed rows with their new counts (0: the row is gone)."""
     from pyspark.sql import functions as F
 
-    if _small(old_files):
+    if _small(old_files, arrow_rows):
         return _changes_arrow(new, old_files, columns, spark_types)
     new = canonical(new, columns, spark_types)
     cols = [f"`{c}`" for c in columns]
@@ -184,11 +180,12 @@ def changes(new: Any, old_files: Sequence[str], old_schema_ddl: str,
 
 
 def apply_diff(diff: Any, old_files: Sequence[str], old_schema_ddl: str,
-               columns: Sequence[str], spark_types: Sequence[str]) -> pa.Table:
+               columns: Sequence[str], spark_types: Sequence[str], *, arrow_rows: int
+               ) -> pa.Table:
     """Changes (rows with ``_mz_diff``) → changed rows with their new counts."""
     from pyspark.sql import functions as F
 
-    if _small(old_files):
+    if _small(old_files, arrow_rows):
         table = _apply_diff_arrow(diff, old_files, columns, spark_types)
     else:
         diff = canonical(diff, columns, spark_types)

@@ -31,6 +31,7 @@ from mzflow.catalog.model import ROWID, TABLE, Column, Item, Snapshot
 from mzflow.errors import Error
 from mzflow.plan.query import Plan
 from mzflow.runtime import reads
+from mzflow.storage import paths
 from mzflow.storage.delta import DIFF, Shard
 from mzflow.storage.rows import Target, conform
 from mzflow.storage.types import arrow_schema
@@ -69,7 +70,7 @@ def change_times(src: Source, warehouse: Path, after: int, through: int) -> list
     """The times in ``(after, through]`` at which some input committed."""
     times: set[int] = set()
     for item in src.inputs:
-        for _, ts in Shard(warehouse / item.id).history():
+        for _, ts in Shard(paths.table(warehouse, item.id)).history():
             if after < ts <= through:
                 times.add(ts)
     return sorted(times)
@@ -88,7 +89,7 @@ def check_available(snap: Snapshot, src: Source, at: int) -> None:
 def contents(snap: Snapshot, src: Source, warehouse: Path, at: int) -> pa.Table:
     """The relation at ``at``: distinct rows with their counts in ``_mz_diff``."""
     if src.table is not None:
-        shard = Shard(warehouse / src.table.id)
+        shard = Shard(paths.table(warehouse, src.table.id))
         version = shard.version_at(at)
         if version is None:
             return _empty(src)
@@ -115,7 +116,7 @@ def changes(snap: Snapshot, src: Source, warehouse: Path, after: int, through: i
     if not times:
         return
     if src.table is not None:
-        shard = Shard(warehouse / src.table.id)
+        shard = Shard(paths.table(warehouse, src.table.id))
         old_v = shard.version_at(after)
         for ts in times:
             new_v = shard.version_at(ts)

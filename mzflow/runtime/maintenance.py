@@ -17,6 +17,7 @@ from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
 from mzflow.runtime import sinks
+from mzflow.storage import paths
 from mzflow.storage.delta import IndexShard, Shard
 
 log = logging.getLogger("mzflow.compact")
@@ -43,7 +44,7 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
                 out.append(_compact_index(w, warehouse, item))
             if item.kind != TABLE or (only is not None and item.name != only):
                 continue
-            shard = Shard(warehouse / item.id)
+            shard = Shard(paths.table(warehouse, item.id))
             since = frontiers.since(item, snap)
             if item.id in held:  # a sink still has to export from there
                 since = max(item.since_ts or 0, min(since, held[item.id]))
@@ -62,7 +63,7 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
 
 
 def _compact_index(w: Writer, warehouse: Path, index: Item) -> Compacted:
-    shard = IndexShard(warehouse / index.id)
+    shard = IndexShard(paths.index(warehouse, index.id))
     if not shard.exists():
         return Compacted(index.qualified_name, 0, 0, -1, 0, 0)
     done, _ = shard.state()

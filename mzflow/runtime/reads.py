@@ -22,6 +22,7 @@ from mzflow.catalog.model import ROWID, Item, Snapshot
 from mzflow.errors import Error
 from mzflow.plan.query import Plan, plan
 from mzflow.render import local
+from mzflow.storage import paths
 from mzflow.storage.delta import COUNT, KEY, IndexShard, Shard
 from mzflow.storage.types import spark_ddl
 
@@ -64,7 +65,7 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
     for key, index in p.indexes:
         assert snap is not None and index.on_id is not None
         on = snap.item(index.on_id)
-        contents = IndexShard(warehouse / index.id)
+        contents = IndexShard(paths.index(warehouse, index.id))
         version = contents.version_at(at)
         if version is None:
             raise InvalidTimestamp(f"{index.qualified_name} has no contents at {at}")
@@ -73,7 +74,7 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
                             schema_ddl=spark_ddl(cols + [(KEY, "text"), (COUNT, "bigint")]),
                             columns=tuple(c for c, _ in cols), count_column=COUNT)
     for key, item, version in p.tables:
-        shard = Shard(warehouse / item.id)
+        shard = Shard(paths.table(warehouse, item.id))
         delta_version = shard.version_at(at)
         if delta_version is None:
             raise InvalidTimestamp(f"{item.qualified_name} did not exist at {at}")

@@ -26,6 +26,7 @@ from mzflow.runtime import show as show_mod
 from mzflow.runtime import subscribe as subscribe_mod
 from mzflow.sql import ast
 from mzflow.sql.parse import parse
+from mzflow.storage import paths
 from mzflow.storage.delta import Shard
 from mzflow.storage.types import arrow_schema, parse_type
 
@@ -75,8 +76,21 @@ VARIABLES: dict[str, Variable] = {
                                       "Sets the current transaction's isolation level "
                                       "(PostgreSQL).", _check_isolation),
 }
-SYSTEM_VARIABLES = ("cluster", "retain_history")
-SYSTEM_ONLY = ("retain_history",)
+def _tuning_variable(name: str) -> Variable:
+    def current(snap: Snapshot) -> str:
+        return str(getattr(config.tuning(snap.settings), name))
+
+    def check(value: str) -> None:
+        config.tuning_value(name, value)
+    doc = config.TUNING_FIELDS[name].metadata["doc"]
+    return Variable(current, f"{doc} (mzflow tuning; set with ALTER SYSTEM SET).", check)
+
+
+# The tuning thresholds (mzflow/config.py: Tuning): shown by SHOW ALL, set for the
+# installation with ALTER SYSTEM SET.
+VARIABLES.update({name: _tuning_variable(name) for name in config.TUNING_FIELDS})
+SYSTEM_VARIABLES = ("cluster", "retain_history", *config.TUNING_FIELDS)
+SYSTEM_ONLY = ("retain_history", *config.TUNING_FIELDS)
 
 
 class Connection:
@@ -126,15 +140,16 @@ class Connection:
         return [self.execute_parsed(stmt) for stmt in parse(sql)]
 
     def tick(self, cluster: str | None = None, object: str | None = None,
-             at: int | None = None) -> list[ticks.TickReport]:
+             at: int | None = None, *, full_refresh: bool = False) -> list[ticks.TickReport]:
         """Bring maintained indexes (all, one cluster's, or one object's) up to ``at``
-        (default: every committed write)."""
+        (default: every committed write); ``full_refresh`` recomputes them (R015)."""
         snap = self.store.snapshot()
         if at is None:
             at = snap.read_ts
         elif at > snap.read_ts:
             snap = self._advance_to(at)
-        return [ticks.tick_index(snap, self.config.warehouse, index, at)
+        return [ticks.tick_index(snap, self.config.warehouse, index, at,
+                                 full_refresh=full_refresh)
                 for index in ticks.indexes_to_tick(snap, cluster, object)]
 
     def subscribe(self, sql: str, *, poll_seconds: float = 0.5) -> subscribe_mod.Subscription:
@@ -206,10 +221,10 @@ class Connection:
         shard.create(arrow_schema([(c.name, c.type, c.nullable) for c in item.columns]), ts)
 
     def _drop_storage(self, items: list[Item]) -> None:
+        warehouse = self.config.warehouse
         for item in items:
-            path = self._shard(item).path
-            # An index's state shard (partial aggregates) sits beside its contents.
-            for p in (path, path.with_name(path.name + ".state")):
+            # An index's state shard (partial aggregates) goes with its contents.
+            for p in (paths.table(warehouse, item.id), paths.state(warehouse, item.id)):
                 if p.exists():
                     shutil.rmtree(p, ignore_errors=True)
 

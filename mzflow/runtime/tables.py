@@ -21,10 +21,12 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from mzflow import config
 from mzflow.catalog.model import TABLE, Item, Snapshot
 from mzflow.catalog.store import Store, Writer
 from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
 from mzflow.plan.constants import NotConstant, evaluate_rows
+from mzflow.storage import paths
 from mzflow.storage import rows as rowconv
 from mzflow.storage.delta import ROWID, Shard
 from mzflow.storage.types import parse_type
@@ -44,7 +46,11 @@ class WriteResult:
 
 
 def shard_of(warehouse: Path, item: Item) -> Shard:
-    return Shard(warehouse / item.id)
+    return Shard(paths.table(warehouse, item.id))
+
+
+def _file_size(w: Writer) -> int:
+    return config.tuning(w.snapshot.settings).file_size
 
 
 def targets_of(item: Item) -> list[rowconv.Target]:
@@ -97,7 +103,7 @@ class TableWrites:
             order = _column_order(item, names)
             data = self._rows_for_insert(w.snapshot, source, targets, order)
             data = _with_rowids(w, shard, data)
-            return data.num_rows, lambda ts: shard.append(data, ts, key)
+            return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
 
         return self._commit(target, key, "INSERT 0", produce)
 
@@ -189,7 +195,7 @@ class TableWrites:
 
             data = read_file(path, targets_of(item), **options)
             data = _with_rowids(w, shard, data)
-            return data.num_rows, lambda ts: shard.append(data, ts, key)
+            return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
 
         return self._commit(stmt.this, key, "COPY", produce)
 

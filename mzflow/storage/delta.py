@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from mzflow.catalog.model import ROWID
 from mzflow.errors import Error
 
-TARGET_FILE_SIZE = 16 * 1024 * 1024
+TARGET_FILE_SIZE = 16 * 1024 * 1024  # the file_size tuning's default
 TS_KEY = "mzflow.ts"
 MAX_ROWID_KEY = "mzflow.max_rowid"  # the largest row id an append wrote
 TABLE_CONFIG = {
@@ -65,13 +65,14 @@ class Shard:
                           commit_properties=_props(ts, None))
         return 0
 
-    def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
+    def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None, *,
+               file_size: int = TARGET_FILE_SIZE) -> int:
         from deltalake import write_deltalake
 
         top = pc.max(data.column(ROWID)).as_py() if ROWID in data.column_names else None
         # Files of bounded size keep min/max statistics selective: a tick that needs
         # the rows of a few keys reads the few files whose ranges hold them.
-        write_deltalake(self._table(), data, mode="append", target_file_size=TARGET_FILE_SIZE,
+        write_deltalake(self._table(), data, mode="append", target_file_size=file_size,
                         commit_properties=_props(ts, txn, top))
         return self.version()
 

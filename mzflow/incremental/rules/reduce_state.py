@@ -1,30 +1,49 @@
-"""A top GROUP BY whose aggregates accumulate: merge each batch into kept partials.
+"""The Reduce rule's kept state: a top GROUP BY whose aggregates accumulate.
 
 COUNT, SUM and AVG are sums over the input rows, so a batch's changes become
 per-group partial sums (``Σ diff``, ``Σ x·diff``, ``Σ diff where x is not NULL``)
-that add to the partials kept in the state shard. Only the groups a batch
+that add to the partials kept in the state shard. MIN and MAX merge the same way
+while a batch only inserts; a batch that retracts recomputes them for its
+affected groups (hierarchical MIN/MAX in the small). Only the groups a batch
 touches are read from the state; the operators above the GROUP BY (HAVING, the
-SELECT list, a top-k) then give the output's changes: the affected groups'
-rows after, minus the same groups' rows before. A top-k over all groups reads
-every group's partials (the state, not the input) and is diffed against the
-index by its caller.
+SELECT list, a top-k: the *chain*) then give the output's changes: the affected
+groups' rows after, minus the same groups' rows before. A top-k over all groups
+reads every group's partials (the state, not the input) and is diffed against the
+index by the tick.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from mzflow.incremental.rules.reduce import accumulable
 from mzflow.plan import ir
-from mzflow.render.dataflow import DIFF, Dataflow, _project, _sql, _topk
 from mzflow.render.diffs import key_column
+from mzflow.render.frames import DIFF, sql
 from mzflow.render.spark import from_arrow
-from mzflow.storage.delta import KEY, ROWS
+from mzflow.storage.delta import KEY, ROWS, StateShard
+
+if TYPE_CHECKING:
+    from mzflow.incremental.dataflow import Dataflow
+
+
+def state_chain(root: ir.Node) -> tuple[tuple[ir.Node, ...], ir.Reduce] | None:
+    """``root`` = Map/Filter/TopK operators over a Reduce whose aggregates accumulate."""
+    chain: list[ir.Node] = []
+    node = root
+    while isinstance(node, ir.Map | ir.Filter | ir.TopK):
+        chain.append(node)
+        node = node.input
+    if (isinstance(node, ir.Reduce) and node.aggs and all(accumulable(a) for a in node.aggs)
+            and sum(isinstance(n, ir.TopK) for n in chain) <= 1):
+        return tuple(chain), node
+    return None
 
 
 @dataclass
@@ -32,6 +51,35 @@ class StateResult:
     groups: Any  # Arrow: the affected groups' new partials (ROWS = 0: gone), with KEY
     output: Any  # DataFrame: output changes (with DIFF), or the full output if ``full``
     full: bool
+
+
+class KeptState:
+    """The state shard as one tick sees it: the partials as of the tick's start (none
+    for a rebuild, which recomputes every group), then one idempotent commit."""
+
+    def __init__(self, shard: StateShard, since: int, rebuild: bool):
+        self.shard = shard
+        self.version = (shard.version_at(since) if shard.exists() and not rebuild
+                        else None)
+        self.files = shard.files(self.version) if self.version is not None else None
+        self.rebuild = rebuild
+
+    def rows(self, keys: pa.Array) -> pa.Table | None:
+        return (self.shard.rows_with_keys(self.version, keys)
+                if self.version is not None else None)
+
+    def commit(self, node: ir.Reduce, result: StateResult, at: int, app_id: str) -> None:
+        """Merge the tick's groups (or replace every group on a rebuild), before the
+        index commit; a retried tick finds its time applied and skips the write."""
+        if self.shard.exists() and (self.shard.applied(app_id) or -1) >= at:
+            return
+        if self.rebuild:
+            groups = result.groups
+            if node.keys:
+                groups = groups.filter(pc.not_equal(groups.column(ROWS), 0))
+            self.shard.replace_groups(groups, at, app_id)
+        elif result.groups.num_rows:
+            self.shard.merge_groups(result.groups, at, app_id, keep_empty=not node.keys)
 
 
 def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
@@ -50,9 +98,8 @@ def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
     return out
 
 
-def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
-        state_rows: Callable[[pa.Array], pa.Table | None],
-        state_files: Sequence[str] | None) -> StateResult | None:
+def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptState
+        ) -> StateResult | None:
     """None when no input changed (nothing to merge, no output change).
 
     One Spark job sums the batch per group; the affected groups' partials are then
@@ -72,13 +119,13 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
     for name, arg, role in parts:
         assert arg is not None
         if role in ("min", "max"):
-            sums.append((F.min if role == "min" else F.max)(F.expr(_sql(arg))).alias(name))
+            sums.append((F.min if role == "min" else F.max)(F.expr(sql(arg))).alias(name))
         elif role == "s":
-            sums.append(F.sum(F.expr(f"({_sql(arg)}) * `{DIFF}`")).alias(name))
+            sums.append(F.sum(F.expr(f"({sql(arg)}) * `{DIFF}`")).alias(name))
         else:
-            sums.append(F.sum(F.when(F.expr(_sql(arg)).isNotNull(), F.col(DIFF))
+            sums.append(F.sum(F.when(F.expr(sql(arg)).isNotNull(), F.col(DIFF))
                               .otherwise(F.lit(0))).alias(name))
-    key_cols = [F.expr(_sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
+    key_cols = [F.expr(sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
     batch_df = d.groupBy(*key_cols).agg(*sums) if keys else d.agg(*sums)
     batch_df = batch_df.withColumn(KEY, key_column(batch_df, keys) if keys else F.lit("global"))
     batch = batch_df.toArrow()
@@ -92,7 +139,7 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
     if extremes and retracts:
         batch = _recompute_extremes(flow, node, batch, keys, extremes)
     partials = [ROWS] + [p[0] for p in parts]
-    old = state_rows(batch.column(KEY))
+    old = state.rows(batch.column(KEY))
     if old is None:
         old = batch.schema.empty_table()
     old = old.select(keys + partials + [KEY]).cast(batch.schema)
@@ -115,8 +162,8 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce,
     live = new if not keys else new.where(F.col(ROWS) != 0)
     before_df = from_arrow(old) if old.num_rows else new.limit(0)
     if any(isinstance(n, ir.TopK) for n in chain):
-        if state_files:
-            rest = spark.read.parquet(*state_files).select(
+        if state.files:
+            rest = spark.read.parquet(*state.files).select(
                 *[F.col(f"`{c}`") for c in keys + partials + [KEY]])
             rest = rest.join(new.select(KEY), KEY, "left_anti")
             everything = rest.unionByName(live)
@@ -149,16 +196,16 @@ def _recompute_extremes(flow: Dataflow, node: ir.Reduce, batch: pa.Table, keys: 
     restriction prunes files by key) and take the extremes afresh."""
     from pyspark.sql import functions as F
 
-    from mzflow.render.dataflow import NEW
+    from mzflow.incremental.dataflow import NEW
 
     r = None
     if keys:
         wanted = from_arrow(batch.select(keys))
         r = flow.restriction(tuple(node.keys), wanted)
     rows = flow.full(node.input, NEW, r)
-    aggs = [(F.min if role == "min" else F.max)(F.expr(_sql(arg))).alias(name)
+    aggs = [(F.min if role == "min" else F.max)(F.expr(sql(arg))).alias(name)
             for name, arg, role in extremes if arg is not None]
-    key_cols = [F.expr(_sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
+    key_cols = [F.expr(sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
     fresh = rows.groupBy(*key_cols).agg(*aggs) if keys else rows.agg(*aggs)
     fresh = fresh.withColumn(KEY, key_column(fresh, keys) if keys else F.lit("global"))
     values = fresh.select(KEY, *[name for name, _, _ in extremes]).toArrow()
@@ -186,12 +233,9 @@ def _finalize(node: ir.Reduce, state: Any) -> Any:
 
 
 def _above(chain: Sequence[ir.Node], df: Any) -> Any:
+    """The chain's operators (outermost first) applied to the groups' output."""
+    from mzflow.incremental.rules import rule_for
+
     for op in reversed(chain):
-        if isinstance(op, ir.Map):
-            df = _project(df, op.exprs, op.columns)
-        elif isinstance(op, ir.Filter):
-            for p in op.predicates:
-                df = df.where(_sql(p))
-        elif isinstance(op, ir.TopK):
-            df = _topk(op, df)
+        df = rule_for(op).apply(op, df)
     return df

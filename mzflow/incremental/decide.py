@@ -1,0 +1,168 @@
+"""How one tick runs: its mode, the reason, and the figures behind it. No I/O.
+
+The plan fixes what *can* be maintained (``plan.py``); this decides, per tick,
+from facts the tick gathered (its batch and input sizes from the Delta logs, and
+the index's recent tick commits), whether to propagate the batch, rebuild a kept
+state, or recompute, and whether to measure a recompute on the side. Every tick
+commit records its mode and cost under the keys below, so the next decision can
+compare incremental work with recomputing, measured on this index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mzflow.config import Tuning
+from mzflow.reasons import R_BATCH, R_FIRST, R_MEASURED, R_MEASURING, R_REFRESH
+from mzflow.storage.delta import TS_KEY
+
+STATE, DELTA, FULL = "state", "delta", "recompute"
+DEFAULT = Tuning()
+REBUILD = "rebuild"  # a state-mode tick that recomputed all groups (first tick, or after
+# recomputed ticks left the state behind): its cost is a recompute's
+
+# Commit metadata of a tick (Delta commitInfo), read back by the next decisions.
+MODE_KEY, SECONDS_KEY, BATCH_KEY, ROWS_KEY, REASON_KEY = (
+    "mzflow.mode", "mzflow.seconds", "mzflow.batch_rows", "mzflow.input_rows",
+    "mzflow.reason")
+DETAIL_KEY = "mzflow.strategy"
+COLD_KEY = "mzflow.cold"  # the first tick: Spark and caches are cold, its cost says little
+# A state-mode tick that also timed a recompute it did not commit (R014 without losing
+# the state: a committed recompute would leave the state behind, and rebuilding it
+# costs 2-3 recomputes on TPC-H Q18 and top-k).
+MEASURED_KEY = "mzflow.recompute_seconds"
+
+
+@dataclass(frozen=True)
+class Facts:
+    planned: str  # the plan's mode (STATE, DELTA or FULL)
+    since: int  # the index's last error-free time (-1: never ticked)
+    history: Sequence[Mapping[str, Any]] = ()  # the index's latest tick commits, newest first
+    batch_rows: int = 0  # the inputs' change rows since ``since`` (Delta log metrics)
+    input_rows: int = 0  # the inputs' rows at the new time (file statistics)
+    full_refresh: bool = False
+
+    @property
+    def first(self) -> bool:
+        return self.since < 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    mode: str
+    reason: str | None = None  # a run-time reason code (None: the plan's own)
+    rebuild: bool = False  # state mode: recompute every group and replace the state
+    measure: bool = False  # state mode: also time a recompute (R014), not committed
+    detail: str = ""  # the measured figures behind R013
+
+
+def decide(f: Facts, t: Tuning) -> Decision:
+    if f.full_refresh:
+        return Decision(FULL, R_REFRESH)
+    if f.planned == FULL:
+        return Decision(FULL)
+    if f.planned == DELTA and f.first:
+        return Decision(FULL, R_FIRST)
+    switches = t.recompute_share < 1  # >= 1: the cost switches are off (tests of paths)
+    if f.planned == DELTA and large(f.batch_rows, f.input_rows, t):
+        return Decision(FULL, R_BATCH)
+    slower = (measured_slower(f.history, f.batch_rows, f.input_rows, t)
+              if switches and f.history else None)
+    if slower is not None:
+        return Decision(FULL, R_MEASURED, detail=f" [{slower}]")
+    if f.planned == STATE and (f.first or state_behind(f.history, f.since)):
+        return Decision(STATE, rebuild=True)
+    if not f.first and switches and measurement_due(f.history, t):
+        # Without a recent recompute's cost the switch cannot compare: measure one.
+        # State mode keeps its state: it ticks, then times a recompute.
+        if f.planned == STATE:
+            return Decision(STATE, measure=True)
+        return Decision(FULL, R_MEASURING)
+    return Decision(f.planned)
+
+
+def large(batch_rows: int, input_rows: int, t: Tuning) -> bool:
+    """The batch is a large share of the inputs: recomputing is cheaper."""
+    return input_rows > 0 and batch_rows > t.recompute_share * input_rows
+
+
+def state_behind(history: Sequence[Mapping[str, Any]], since: int) -> bool:
+    """The state is consistent with the index only if the tick that made the index's
+    current contents kept it (a recompute does not)."""
+    for entry in history:
+        # Compaction commits carry the same time and no mode: skip them.
+        if int(entry.get(TS_KEY, -1)) == since and MODE_KEY in entry:
+            return entry[MODE_KEY] not in (STATE, REBUILD)
+    return False  # ticks from before modes were recorded kept their state
+
+
+def measured_slower(history: Sequence[Mapping[str, Any]], batch_rows: int, input_rows: int,
+                    t: Tuning = DEFAULT) -> str | None:
+    """Whether to recompute, from an index's tick history (newest first): the cost of
+    an incremental tick of this batch, fitted to its recent incremental ticks, against
+    its last warm recompute scaled to these inputs. None: go incremental. After a state
+    rebuild an incremental tick is always measured, and every ``probe_every`` measured
+    recomputes in a row incremental gets another chance (batches change)."""
+    if not history or history[0].get(MODE_KEY) == REBUILD:
+        return None
+    incs = [(int(h.get(BATCH_KEY, 1)), _incremental_seconds(h)) for h in history
+            if h.get(MODE_KEY) in (DELTA, STATE) and SECONDS_KEY in h]
+    rec = next((h for h in history if recompute_seconds(h) is not None), None)
+    if not incs or rec is None:
+        return None
+    recent = history[:t.probe_every]
+    if len(recent) == t.probe_every and all(h.get(REASON_KEY) == R_MEASURED for h in recent):
+        return None
+    est_inc = incremental_cost(incs, batch_rows)
+    est_rec = (recompute_seconds(rec) or 0.0) * max(1, input_rows) / max(
+        1, int(rec.get(ROWS_KEY, 1)))
+    if est_inc <= est_rec:
+        return None
+    return (f"incremental ~{est_inc:.2f} s vs recompute ~{est_rec:.2f} s, from this "
+            "index's last ticks")
+
+
+def recompute_seconds(entry: Mapping[str, Any]) -> float | None:
+    """A tick's measure of a warm recompute, if it made one."""
+    if entry.get(MODE_KEY) == FULL and not entry.get(COLD_KEY) and SECONDS_KEY in entry:
+        return float(entry[SECONDS_KEY])
+    if MEASURED_KEY in entry:
+        return float(entry[MEASURED_KEY])
+    return None
+
+
+def _incremental_seconds(entry: Mapping[str, Any]) -> float:
+    """An incremental tick's own cost (less a recompute it timed on the side)."""
+    return float(entry[SECONDS_KEY]) - float(entry.get(MEASURED_KEY, 0))
+
+
+def incremental_cost(ticks: Sequence[tuple[int, float]], batch_rows: int) -> float:
+    """A tick's cost is a fixed part (Spark jobs, commits) plus a part that grows with
+    the batch: fitted by least squares when recent batches were at least 2x apart in
+    size; else from their medians, grown by the square root of the batch ratio
+    (between the all-fixed and all-proportional extremes). Never below the cheapest
+    tick seen."""
+    sizes = [b for b, _ in ticks]
+    floor = min(s for _, s in ticks)
+    if max(sizes) >= 2 * max(1, min(sizes)):  # a fit needs sizes at least 2x apart
+        n = len(ticks)
+        mean_b = sum(b for b, _ in ticks) / n
+        mean_s = sum(s for _, s in ticks) / n
+        var = sum((b - mean_b) ** 2 for b, _ in ticks)
+        slope = max(0.0, sum((b - mean_b) * (s - mean_s) for b, s in ticks) / var)
+        return max(floor, mean_s + slope * (batch_rows - mean_b))
+    b = sorted(sizes)[len(sizes) // 2]
+    s = sorted(s for _, s in ticks)[len(ticks) // 2]
+    return s * max(1.0, (batch_rows / max(1, b)) ** 0.5)
+
+
+def measurement_due(history: Sequence[Mapping[str, Any]], t: Tuning = DEFAULT) -> bool:
+    """No warm recompute among the last ``measure_every`` ticks, and at least two
+    incremental ticks to compare it with. (A state rebuild is no measure: it also
+    writes every group's partials, which can cost far more than the recompute.)"""
+    recent = history[:t.measure_every]
+    warm = [h for h in recent if recompute_seconds(h) is not None]
+    incremental = [h for h in recent if h.get(MODE_KEY) in (DELTA, STATE)]
+    return not warm and len(incremental) >= 2

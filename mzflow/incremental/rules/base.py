@@ -1,0 +1,82 @@
+"""What an incremental rule is: one operator's whole maintenance.
+
+A rule answers, for its IR node type:
+- ``strategy``: incremental (and how) or recompute (and why, as a reason code);
+- ``describe``: its EXPLAIN line;
+- ``full``: its contents at the tick's old or new time, optionally restricted to keys;
+- ``delta``: its changes between the two times;
+- ``apply``: for operators that sit above a kept state (Map, Filter, TopK), their
+  contents computed from their input's contents.
+Rules get the tick's :class:`~mzflow.incremental.dataflow.Dataflow` to ask for their
+inputs' contents and changes; they never dispatch on other node types themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from mzflow.errors import Unsupported
+from mzflow.plan import ir
+from mzflow.plan.ir import Node
+from mzflow.reasons import REASONS
+
+if TYPE_CHECKING:
+    from mzflow.incremental.dataflow import Dataflow, Restriction
+
+INCREMENTAL = "incremental"
+RECOMPUTE = "recompute"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    kind: str
+    code: str | None = None
+    how: str = ""  # for incremental operators: which rule maintains them
+
+    @property
+    def reason(self) -> str | None:
+        return REASONS.get(self.code) if self.code else None
+
+    def describe(self) -> str:
+        if self.code is not None:
+            return f"{self.kind} ({self.code}: {self.reason})"
+        return f"{self.kind} ({self.how})" if self.how else self.kind
+
+
+def incremental(how: str) -> Strategy:
+    return Strategy(INCREMENTAL, how=how)
+
+
+def recompute(code: str) -> Strategy:
+    return Strategy(RECOMPUTE, code)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a rule needs to know of the plan around its node: in state mode, the
+    Reduce that keeps partials and the operators above it."""
+
+    state_reduce: ir.Reduce | None = None
+    chain: tuple[Node, ...] = ()
+
+
+class Rule:
+    """Base of every rule; a rule that lacks a part says so by name."""
+
+    node: ClassVar[type[Node]]
+
+    def strategy(self, node: Any, ctx: Context) -> Strategy:
+        raise NotImplementedError
+
+    def describe(self, node: Any) -> str:
+        raise NotImplementedError
+
+    def full(self, flow: Dataflow, node: Any, mode: str, r: Restriction | None) -> Any:
+        raise NotImplementedError
+
+    def delta(self, flow: Dataflow, node: Any) -> Any:
+        raise NotImplementedError
+
+    def apply(self, node: Any, df: Any) -> Any:
+        raise Unsupported(f"{type(node).__name__} cannot be applied above a kept state")

@@ -1,0 +1,44 @@
+"""Opaque: a subquery the IR does not model, recomputed whole and diffed.
+
+Lowering leaves such a query as it was bound (over pin keys) with the reason it
+could not be modelled; the rule evaluates it in Spark SQL over the tick's
+versions of the tables it reads, at each time, and its changes are the new
+contents minus the old.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mzflow.incremental.rules.base import Context, Rule, Strategy, recompute
+from mzflow.plan import ir
+
+if TYPE_CHECKING:
+    from mzflow.incremental.dataflow import Dataflow, Restriction
+
+
+class Opaque(Rule):
+    node = ir.Opaque
+
+    def strategy(self, node: ir.Opaque, ctx: Context) -> Strategy:
+        return recompute(node.reason)
+
+    def describe(self, node: ir.Opaque) -> str:
+        return f"Opaque ({', '.join(node.columns)}) := {node.query.sql(dialect='postgres')}"
+
+    def full(self, flow: Dataflow, node: ir.Opaque, mode: str, r: Restriction | None) -> Any:
+        from mzflow.render.spark import to_spark_sql
+
+        views = {}
+        for get in node.reads:
+            name = f"mz_{mode}_{get.ref}"
+            flow.full(get, mode).toDF(*get.stored).createOrReplaceTempView(name)
+            views[get.ref] = name
+        df = flow.spark.sql(to_spark_sql(node.query, views)).toDF(*node.columns)
+        return flow.restrict(df, r)
+
+    def delta(self, flow: Dataflow, node: ir.Opaque) -> Any:
+        return flow.recompute_diff(node)
+
+
+RULE = Opaque()

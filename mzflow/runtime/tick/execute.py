@@ -1,0 +1,157 @@
+"""A tick's computation: the index's changed rows (new count per distinct row), by
+recomputing the definition or by the incremental rules, as one Arrow table ready
+for the index commit. Counts what it read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from mzflow.catalog.model import Column
+from mzflow.config import Tuning
+from mzflow.incremental.dataflow import Dataflow
+from mzflow.incremental.decide import DELTA
+from mzflow.incremental.plan import ChangePlan
+from mzflow.incremental.rules import reduce_state
+from mzflow.plan import ir
+from mzflow.render.frames import DIFF
+from mzflow.runtime import reads
+from mzflow.runtime.tick.inputs import Inputs
+from mzflow.storage import paths
+from mzflow.storage.delta import COUNT, KEY, IndexShard, StateShard
+from mzflow.storage.rows import Target, conform
+from mzflow.storage.types import parse_type, spark_ddl
+
+
+class EmptyRebuild(Exception):
+    """A state rebuild found no input rows left: the contents empty out (recompute)."""
+
+
+@dataclass
+class Counters:
+    rows_read: int = 0  # input rows the tick read
+    files_read: int = 0
+    input_rows: int = 0  # the inputs' size, for the cost switch
+    measured: float | None = None  # a recompute timed on the side (R014 in state mode)
+
+
+@dataclass(frozen=True)
+class Target_:
+    """What the tick writes: the index's columns, types and current files."""
+
+    plan: ChangePlan
+    shard: IndexShard
+    tuning: Tuning
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.plan.columns]
+
+    @property
+    def ddl(self) -> str:
+        return spark_ddl([(c.name, c.type) for c in self.plan.columns] + [(KEY, "text"),
+                                                                         (COUNT, "bigint")])
+
+    @property
+    def types(self) -> list[str]:
+        return [parse_type(c.type).spark for c in self.plan.columns]
+
+    def files(self) -> list[str]:
+        return self.shard.files(self.shard.version())
+
+    def finish(self, changed: pa.Table) -> pa.Table:
+        """Changed rows cast to the stored types, with their key and new count."""
+        columns = self.plan.columns
+        values = conform(changed.select(list(range(len(columns)))), _targets(columns))
+        return values.append_column(
+            pa.field(KEY, pa.string(), nullable=False), changed.column(KEY).cast(pa.string())
+        ).append_column(pa.field(COUNT, pa.int64(), nullable=False),
+                        changed.column(COUNT).cast(pa.int64()))
+
+
+def _targets(columns: tuple[Column, ...]) -> list[Target]:
+    return [Target(c.name, c.type, True) for c in columns]
+
+
+def recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counters
+              ) -> pa.Table:
+    """Evaluate the whole definition at ``at`` and diff it against the index."""
+    from mzflow.render import diffs, spark
+
+    relations = reads.relations(query, warehouse, at)
+    n.rows_read = sum(_rows_in(f) for rel in relations.values() for f in rel.files)
+    n.input_rows = n.rows_read
+    n.files_read = sum(len(rel.files) for rel in relations.values())
+    with spark.registered(relations) as views:
+        new = spark.dataframe(query.query, views).toDF(*t.names)
+        changed = diffs.changes(new, t.files(), t.ddl, t.names, t.types,
+                                arrow_rows=t.tuning.arrow_diff_rows)
+    return t.finish(changed)
+
+
+def time_recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counters
+                   ) -> None:
+    """What a recompute of this index costs now, with its reads counted in the tick's;
+    its result is dropped (the incremental one is committed)."""
+    import time
+
+    side = Counters()
+    started = time.perf_counter()
+    recompute(t, query, warehouse, at, side)
+    n.measured = time.perf_counter() - started
+    n.rows_read += side.rows_read
+    n.files_read += side.files_read
+    n.input_rows = n.input_rows or side.input_rows
+
+
+def incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
+                warehouse: Path, n: Counters) -> pa.Table | None:
+    """The index's changes by the rules: propagated through the tree (delta mode) or
+    merged into the kept GROUP BY state (state mode, which commits the state here,
+    before the index, under its own idempotency key)."""
+    from mzflow.render import diffs, spark
+
+    flow = Dataflow(spark.session(), inputs, collect_limit=t.tuning.collect_limit,
+                    isin_limit=t.tuning.isin_limit)
+    root = t.plan.root
+    assert root is not None
+    arrow_rows = t.tuning.arrow_diff_rows
+    try:
+        if mode == DELTA:
+            diff = flow.delta(root)
+            if diff is None:
+                return None
+            return t.finish(diffs.apply_diff(diff.toDF(*t.names, DIFF), t.files(), t.ddl,
+                                             t.names, t.types, arrow_rows=arrow_rows))
+        chain = t.plan.state_chain
+        reduce = chain[-1].inputs[0] if chain else root
+        assert isinstance(reduce, ir.Reduce)
+        state = reduce_state.KeptState(
+            StateShard(paths.state(warehouse, t.plan.index.id)), since, rebuild)
+        result = reduce_state.run(flow, chain, reduce, state)
+        if result is None:
+            if rebuild and t.files():
+                raise EmptyRebuild
+            return None
+        if result.full or rebuild:
+            # A rebuild saw every input row: its "after" rows are the contents.
+            output = result.output if result.full else result.output.where(
+                f"`{DIFF}` > 0").drop(DIFF)
+            changed = diffs.changes(output.toDF(*t.names), t.files(), t.ddl, t.names,
+                                    t.types, arrow_rows=arrow_rows)
+        else:
+            changed = diffs.apply_diff(result.output.toDF(*t.names, DIFF), t.files(), t.ddl,
+                                       t.names, t.types, arrow_rows=arrow_rows)
+        state.commit(reduce, result, at, f"tick-{t.plan.index.id}-state")
+        return t.finish(changed)
+    finally:
+        n.rows_read += flow.rows_read
+        n.files_read += flow.files_read
+
+
+def _rows_in(uri: str) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(uri.removeprefix("file://")).metadata.num_rows)
