@@ -71,6 +71,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from tpch import data  # noqa: E402
 
 import mzflow  # noqa: E402
+from mzflow import config as mzflow_config  # noqa: E402
 
 CLUSTER = "bench"
 TPCH_VIEWS = {"q01": 1, "q03": 3, "q05": 5, "q18": 18}
@@ -381,7 +382,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "load_avg_at_start": list(os.getloadavg())},
         "sf": args.sf, "lineitem_rows": lineitems, "views": list(views),
         "batch_sizes": args.sizes, "batches_per_size": args.batches, "home": str(home),
-        "recompute_share": float(os.environ.get("MZFLOW_RECOMPUTE_SHARE", 0.25)),
+        "recompute_share": mzflow_config.tuning().recompute_share,
         "sdp": {"enabled": not args.no_sdp}, "cells": {}, "check_failures": [],
     }
     say(f"mzflow home {home}; {lineitems} line items")

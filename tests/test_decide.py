@@ -1,0 +1,71 @@
+"""The tick's decision (``incremental/decide.py``) from tables of numbers: no I/O, no
+Spark. Each row: the facts a tick gathered, and the mode and reason it must pick."""
+
+from __future__ import annotations
+
+import pytest
+
+from mzflow.config import Tuning
+from mzflow.incremental.decide import (
+    BATCH_KEY,
+    DELTA,
+    FULL,
+    MODE_KEY,
+    REBUILD,
+    ROWS_KEY,
+    SECONDS_KEY,
+    STATE,
+    Facts,
+    decide,
+)
+from mzflow.reasons import R_BATCH, R_FIRST, R_MEASURED, R_MEASURING, R_REFRESH
+from mzflow.storage.delta import TS_KEY
+
+
+def tick(mode: str, seconds: float, batch: int = 10, rows: int = 1000, ts: int = 0
+         ) -> dict[str, str]:
+    return {MODE_KEY: mode, SECONDS_KEY: str(seconds), BATCH_KEY: str(batch),
+            ROWS_KEY: str(rows), TS_KEY: str(ts)}
+
+
+FAST = [tick(STATE, 0.5, ts=9), tick(STATE, 0.5, ts=8), tick(FULL, 3.0, ts=7)]
+SLOW = [tick(DELTA, 9.0, ts=9), tick(DELTA, 9.0, ts=8), tick(FULL, 3.0, ts=7)]
+UNMEASURED = [tick(STATE, 0.5, ts=9), tick(STATE, 0.5, ts=8)]
+
+CASES = [
+    # planned, since, history, batch, inputs, refresh → mode, reason, rebuild, measure
+    (DELTA, -1, [], 0, 0, False, FULL, R_FIRST, False, False),
+    (STATE, -1, [], 5, 5, False, STATE, None, True, False),
+    (FULL, 9, FAST, 1, 1000, False, FULL, None, False, False),
+    (DELTA, 9, FAST, 300, 1000, False, FULL, R_BATCH, False, False),  # 30 % > 25 %
+    (DELTA, 9, FAST, 200, 1000, False, DELTA, None, False, False),
+    (DELTA, 9, SLOW, 10, 1000, False, FULL, R_MEASURED, False, False),
+    (DELTA, 9, SLOW, 10, 10_000, False, DELTA, None, False, False),  # recompute dearer
+    (STATE, 9, [tick(FULL, 3.0, ts=9), *UNMEASURED], 10, 1000, False, STATE, None, True,
+     False),  # a recompute left the state behind
+    (STATE, 9, UNMEASURED, 10, 1000, False, STATE, None, False, True),  # measure on the side
+    (DELTA, 9, UNMEASURED, 10, 1000, False, FULL, R_MEASURING, False, False),
+    (STATE, 9, FAST, 10, 1000, True, FULL, R_REFRESH, False, False),
+    (STATE, 9, [tick(REBUILD, 3.0, ts=9), *SLOW], 10, 1000, False, STATE, None, False, False),
+]
+
+
+@pytest.mark.parametrize(("planned", "since", "history", "batch", "inputs", "refresh", "mode",
+                          "reason", "rebuild", "measure"), CASES)
+def test_decide(planned: str, since: int, history: list[dict[str, str]], batch: int,
+                inputs: int, refresh: bool, mode: str, reason: str | None, rebuild: bool,
+                measure: bool) -> None:
+    d = decide(Facts(planned, since, history, batch, inputs, refresh), Tuning())
+    assert (d.mode, d.reason, d.rebuild, d.measure) == (mode, reason, rebuild, measure)
+    assert bool(d.detail) == (reason == R_MEASURED)
+
+
+def test_the_switches_follow_the_tuning() -> None:
+    # recompute_share >= 1 turns the measured switches off; the share itself still counts.
+    off = Tuning(recompute_share=1000)
+    assert decide(Facts(DELTA, 9, SLOW, 10, 1000), off).mode == DELTA
+    assert decide(Facts(DELTA, 9, UNMEASURED, 10, 1000), off).mode == DELTA
+    assert decide(Facts(DELTA, 9, [], 500, 1000), Tuning(recompute_share=0.6)).mode == DELTA
+    assert decide(Facts(DELTA, 9, [], 500, 1000), Tuning(recompute_share=0.4)).reason == R_BATCH
+    # measure_every bounds how far back a warm recompute counts.
+    assert decide(Facts(STATE, 9, FAST, 10, 1000), Tuning(measure_every=2)).measure
