@@ -86,7 +86,7 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
         "version_before": report.version_before, "version_after": report.version_after,
         "rows_read": report.rows_read, "files_read": report.files_read,
         "rows_changed": report.rows_changed, "error": report.error,
-        "seconds": round(report.seconds, 3), "at": at,
+        "seconds": round(report.seconds, 3), "spark_jobs": report.spark_jobs, "at": at,
     }
     if report.error:
         # An evaluation error is deterministic: retrying cannot help, fixing the data can.

@@ -28,6 +28,7 @@ MODE_KEY, SECONDS_KEY, BATCH_KEY, ROWS_KEY, REASON_KEY = (
     "mzflow.mode", "mzflow.seconds", "mzflow.batch_rows", "mzflow.input_rows",
     "mzflow.reason")
 DETAIL_KEY = "mzflow.strategy"
+JOBS_KEY = "mzflow.spark_jobs"  # Spark jobs the tick ran
 COLD_KEY = "mzflow.cold"  # the first tick: Spark and caches are cold, its cost says little
 # A state-mode tick that also timed a recompute it did not commit (R014 without losing
 # the state: a committed recompute would leave the state behind, and rebuilding it

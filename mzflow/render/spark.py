@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +111,26 @@ def from_arrow(table: pa.Table) -> Any:
     and loses rows after an empty batch (batches of 0, 0, 1 rows give an empty frame).
     Filtered Delta scans and Arrow joins produce such empty batches."""
     return session().createDataFrame(table.combine_chunks())
+
+
+@contextmanager
+def counting_jobs() -> Iterator[Callable[[], int | None]]:
+    """Count the Spark jobs run inside the block (a tick's), by a job group of its own
+    and the status tracker. A Spark Connect session has no tracker here: None."""
+    spark = session()
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext in the client
+        yield lambda: None
+        return
+    group = f"mzflow-{next(_names)}"
+    sc.setJobGroup(group, "mzflow tick")
+    tracker = sc.statusTracker()
+    try:
+        yield lambda: len(tracker.getJobIdsForGroup(group))
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
 
 
 @contextmanager

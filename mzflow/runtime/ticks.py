@@ -50,12 +50,15 @@ class TickReport:
     rows_changed: int  # distinct rows whose count changed
     error: str | None
     seconds: float
+    spark_jobs: int | None = None  # Spark jobs the tick ran (None: not countable)
 
     def line(self) -> str:
         state = f"error: {self.error}" if self.error else f"{self.rows_changed} rows changed"
+        jobs = f", {self.spark_jobs} Spark jobs" if self.spark_jobs is not None else ""
         return (f"{self.index}: upper {self.upper_before} -> {self.upper_after}, version "
                 f"{self.version_before} -> {self.version_after}, read {self.rows_read} rows in "
-                f"{self.files_read} files, {state}, {self.strategy}, {self.seconds:.2f} s")
+                f"{self.files_read} files{jobs}, {state}, {self.strategy}, "
+                f"{self.seconds:.2f} s")
 
 
 # Planning a definition (bind, inline, lower: sqlglot) costs a tick ~0.15 s. It depends
@@ -86,27 +89,31 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
         return TickReport(index.qualified_name, plan.on.qualified_name,
                           f"{plan.strategy.describe()}, mode {plan.mode}", done_through + 1,
                           done_through + 1, version_before, version_before, 0, 0, 0, error,
-                          time.perf_counter() - started)
+                          time.perf_counter() - started, 0)
     # Changes start where the contents were last exactly right: an errored tick leaves
     # them as they were, and the next one starts from the same place.
     since = shard.good_through()
     tick = _Tick(snap, warehouse, plan, query, execute.Target_(plan, shard, tuning), since, at)
-    try:
-        changes = tick.run(full_refresh)
-        new_error = None
-    except reads.InvalidTimestamp:
-        raise
-    except Error as e:  # an evaluation error lands in the object's error collection
-        changes, new_error = None, str(e).splitlines()[0]
+    from mzflow.render import spark
+
+    with spark.counting_jobs() as jobs:
+        try:
+            changes = tick.run(full_refresh)
+            new_error = None
+        except reads.InvalidTimestamp:
+            raise
+        except Error as e:  # an evaluation error lands in the object's error collection
+            changes, new_error = None, str(e).splitlines()[0]
+        spark_jobs = jobs()
     described = tick.describe()
     extra = commit.metadata(tick.decision, since, tick.batch_rows, tick.counters,
-                            time.perf_counter() - started, described)
+                            time.perf_counter() - started, described, spark_jobs)
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
     n = tick.counters
     report = TickReport(index.qualified_name, plan.on.qualified_name, described,
                         done_through + 1, at + 1, version_before, version, n.rows_read,
                         n.files_read, changes.num_rows if changes is not None else 0,
-                        new_error, time.perf_counter() - started)
+                        new_error, time.perf_counter() - started, spark_jobs)
     log.info("tick %s", report.line())
     return report
 

@@ -46,6 +46,22 @@ class _History:
 
 _HISTORY: dict[str, _History] = {}
 
+# Commit entries read from Delta logs in this process: a tick's bookkeeping must read a
+# bounded number of them, however many ticks came before (tests count them).
+LOG_ENTRIES_READ = [0]
+
+
+def _log(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
+    """The newest ``limit`` commits' metadata (all when None), newest first."""
+    entries = dt.history(limit=limit) if limit is not None else dt.history()
+    LOG_ENTRIES_READ[0] += len(entries)
+    return entries
+
+
+# File lists of immutable versions: (path, the table's creation, version) → file URIs.
+# The creation (first log file's inode and mtime) tells a recreated shard apart.
+_FILES: dict[tuple[str, int, int, int], list[str]] = {}
+
 
 class Shard:
     """The Delta table at ``path``. Cheap to construct; opens the log lazily."""
@@ -118,7 +134,7 @@ class Shard:
         if cache.versions and cache.versions[-1] == latest:
             return list(zip(cache.versions, cache.times, strict=True))
         known = cache.versions[-1] if cache.versions else -1
-        entries = dt.history(limit=latest - known) if known >= 0 else dt.history()
+        entries = _log(dt, latest - known) if known >= 0 else _log(dt)
         fresh = sorted((int(e["version"]), int(e[TS_KEY])) for e in entries
                        if TS_KEY in e and int(e["version"]) > known)
         for v, t in fresh:
@@ -156,16 +172,32 @@ class Shard:
         return cache.versions[i - 1] if i else None
 
     def files(self, version: int) -> list[str]:
+        """The data files of ``version`` (a version never changes: cached)."""
+
+        try:
+            first = (self.path / "_delta_log" / f"{0:020d}.json").stat()
+        except FileNotFoundError:  # a log cleaned up to a checkpoint: no identity, no cache
+            return list(self._at(version).file_uris())
+        key = (str(self.path), first.st_ino, first.st_mtime_ns, version)
+        hit = _FILES.get(key)
+        if hit is None:
+            if len(_FILES) >= 4096:
+                _FILES.clear()
+            hit = _FILES[key] = list(self._at(version).file_uris())
+        return list(hit)
+
+    def _at(self, version: int) -> Any:
+        """The table at ``version``: the open one when that is its newest version (it
+        only reads commits since it was last read), else opened at that version."""
         from deltalake import DeltaTable
 
-        return list(DeltaTable(str(self.path), version=version).file_uris())
+        dt = self._table()
+        return dt if int(dt.version()) == version else DeltaTable(str(self.path),
+                                                                   version=version)
 
     def add_actions(self, version: int) -> pa.Table:
         """One row per data file of ``version``: path, num_records, min.<col>, max.<col>."""
-        from deltalake import DeltaTable
-
-        return pa.table(DeltaTable(str(self.path), version=version).get_add_actions(
-            flatten=True))
+        return pa.table(self._at(version).get_add_actions(flatten=True))
 
     def change_rows(self, after: int, through: int) -> pa.Table:
         """The rows that changed in versions ``after+1 … through``, consolidated, with a
@@ -309,17 +341,25 @@ class IndexShard(Shard):
 
     def state(self) -> tuple[int, str | None]:
         """``(ts the contents are complete through, current error or None)``."""
-        entries = self._table().history(limit=1)
+        entries = _log(self._table(), 1)
         last = entries[0] if entries else {}
         return int(last.get(TS_KEY, -1)), last.get(ERROR_KEY)
 
     def good_through(self) -> int:
         """The time of the newest commit without an error: the contents are exactly
         the definition's result at that time, so the next tick's changes start there."""
-        for entry in self._table().history():
-            if ERROR_KEY not in entry and TS_KEY in entry:
-                return int(entry[TS_KEY])
-        return -1
+        dt = self._table()
+        # Newest first, in growing pages: usually the newest commit answers, so the cost
+        # does not grow with the number of ticks before it.
+        limit, total = 4, int(dt.version()) + 1
+        while True:
+            entries = _log(dt, min(limit, total))
+            for entry in entries:
+                if ERROR_KEY not in entry and TS_KEY in entry:
+                    return int(entry[TS_KEY])
+            if len(entries) >= total:
+                return -1
+            limit *= 4
 
     def compact(self, keep_from: int, ts: int) -> dict[str, Any]:
         # Rewriting files changes no row: the contents stay complete through the same
@@ -329,7 +369,7 @@ class IndexShard(Shard):
 
     def ticks(self, limit: int) -> list[dict[str, Any]]:
         """The newest ``limit`` tick commits' metadata, newest first."""
-        return [e for e in self._table().history(limit=limit) if TS_KEY in e]
+        return [e for e in _log(self._table(), limit) if TS_KEY in e]
 
     def apply(self, changes: pa.Table, ts: int, app_id: str,
               extra: dict[str, str] | None = None) -> int:

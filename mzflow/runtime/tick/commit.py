@@ -13,6 +13,7 @@ from mzflow.incremental.decide import (
     BATCH_KEY,
     COLD_KEY,
     DETAIL_KEY,
+    JOBS_KEY,
     MEASURED_KEY,
     MODE_KEY,
     REASON_KEY,
@@ -47,9 +48,11 @@ def ensure_shard(warehouse: Path, index: Item, columns: tuple[Column, ...]) -> I
 
 
 def metadata(d: Decision, since: int, batch_rows: int, n: Counters, seconds: float,
-             described: str) -> dict[str, str]:
+             described: str, spark_jobs: int | None) -> dict[str, str]:
     out = {MODE_KEY: REBUILD if d.rebuild else d.mode, SECONDS_KEY: f"{seconds:.3f}",
            BATCH_KEY: str(batch_rows), ROWS_KEY: str(n.input_rows)}
+    if spark_jobs is not None:
+        out[JOBS_KEY] = str(spark_jobs)
     if since < 0:
         out[COLD_KEY] = "1"
     if n.measured is not None:

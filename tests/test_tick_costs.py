@@ -1,0 +1,60 @@
+"""What a tick costs, counted (never timed): Spark jobs per tick are recorded in the
+report and the commit, and a tick's bookkeeping reads of the Delta log do not grow with
+the number of ticks before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import mzflow
+from mzflow.incremental.decide import JOBS_KEY
+from mzflow.runtime import ticks
+from mzflow.storage import delta
+
+pytestmark = pytest.mark.slow
+
+
+def test_spark_jobs_are_counted_and_recorded(tmp_path: Path) -> None:
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+        conn.execute("CREATE CLUSTER c; CREATE TABLE t (a int, b int); "
+                     "CREATE MATERIALIZED VIEW m IN CLUSTER c AS "
+                     "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a")
+        conn.execute("INSERT INTO t VALUES (1, 2), (2, 3)")
+        conn.tick(cluster="c")
+        conn.execute("INSERT INTO t VALUES (1, 5)")
+        (report,) = conn.tick(cluster="c")
+        assert "mode state" in report.strategy
+        assert report.spark_jobs is not None and report.spark_jobs > 0
+        assert f"{report.spark_jobs} Spark jobs" in report.line()
+        index = next(i for i in conn.store.snapshot().items if i.kind == "index")
+        newest = ticks.index_shard(conn.config.warehouse, index).ticks(1)[0]
+        assert int(newest[JOBS_KEY]) == report.spark_jobs
+        # Nothing to do: no Spark job at all.
+        (idle,) = conn.tick(cluster="c")
+        assert idle.spark_jobs == 0
+        print(f"state-mode tick of a one-table GROUP BY: {report.spark_jobs} Spark jobs")
+
+
+def test_bookkeeping_reads_stay_flat_over_many_ticks(tmp_path: Path) -> None:
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+        # The cost switch reads this many of the newest tick commits: bounded by the
+        # setting, not by the number of ticks.
+        conn.execute("ALTER SYSTEM SET history_ticks = 4")
+        conn.execute("CREATE CLUSTER c; CREATE TABLE t (a int, b int); "
+                     "CREATE MATERIALIZED VIEW m IN CLUSTER c AS "
+                     "SELECT a, count(*) AS n FROM t GROUP BY a")
+        reads = []
+        for i in range(30):
+            conn.execute(f"INSERT INTO t VALUES ({i % 3}, {i})")
+            before = delta.LOG_ENTRIES_READ[0]
+            conn.tick(cluster="c")
+            reads.append(delta.LOG_ENTRIES_READ[0] - before)
+        assert conn.execute("SET cluster = c; SELECT * FROM m ORDER BY a").rows == [
+            (0, 10), (1, 10), (2, 10)]
+    print(f"log entries read per tick: {reads}")
+    assert reads[10] == reads[29], reads
+    assert max(reads[10:]) <= max(reads[:10]), reads
