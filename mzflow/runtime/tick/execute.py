@@ -86,9 +86,22 @@ def recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counte
     n.files_read = sum(len(rel.files) for rel in relations.values())
     with spark.registered(relations) as views:
         new = spark.dataframe(query.query, views).toDF(*t.names)
+        if _small_limit(query, t.tuning.arrow_diff_rows):
+            # Keying the rows adds a projection above ORDER BY … LIMIT, which makes Spark
+            # drop TakeOrderedAndProject for a global sort (Q18 at SF 1: 4.8 s → 7.7 s);
+            # the few rows are collected first and keyed from Arrow instead.
+            new = spark.from_arrow(new.toArrow())
         changed = diffs.changes(new, t.files(), t.ddl, t.names, t.types,
                                 arrow_rows=t.tuning.arrow_diff_rows)
     return t.finish(changed)
+
+
+def _small_limit(query: reads.Plan, most: int) -> bool:
+    """The definition ends in a LIMIT of at most ``most`` rows."""
+    limit = query.query.args.get("limit")
+    value = limit.expression if limit is not None else None
+    return (value is not None and getattr(value, "is_int", False)
+            and int(value.this) <= most)
 
 
 def time_recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counters
