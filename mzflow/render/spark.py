@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -31,6 +32,8 @@ from mzflow.errors import Error
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
 _lock = threading.Lock()
 _session: Any = None
+_starting = False
+_jvm_log: Path | None = None
 _names = itertools.count()
 
 
@@ -58,9 +61,46 @@ _SESSION_CONF = {
 }
 
 
+def log_jvm_to(path: Path) -> None:
+    """Send what the JVM prints (its start-up warnings, log4j's console) to ``path``
+    instead of this process's terminal; the CLI points it into the home."""
+    global _jvm_log
+    _jvm_log = path
+
+
+@contextmanager
+def _jvm_output() -> Iterator[None]:
+    """The JVM is a child process that inherits file descriptors 1 and 2 when it starts,
+    and writes to them directly: point them at the log while it is launched."""
+    if _jvm_log is None:
+        yield
+        return
+    _jvm_log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log = os.open(_jvm_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (log, *saved):
+            os.close(fd)
+
+
+def starting() -> bool:
+    """Whether the JVM is being started right now (several seconds)."""
+    return _starting
+
+
 def session(master: str | None = None) -> Any:
     """The process's SparkSession; the first call starts the JVM (several seconds)."""
-    global _session
+    global _session, _starting
     with _lock:
         if _session is None:
             os.environ.setdefault("PYSPARK_PYTHON", _python())
@@ -90,7 +130,12 @@ def session(master: str | None = None) -> Any:
             )
             for key, value in _SESSION_CONF.items():
                 builder = builder.config(key, value)
-            _session = builder.getOrCreate()
+            _starting = True
+            try:
+                with _jvm_output():
+                    _session = builder.getOrCreate()
+            finally:
+                _starting = False
             _session.sparkContext.setLogLevel("OFF")
         return _session
 
