@@ -14,6 +14,7 @@ import itertools
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 from collections.abc import Iterator, Mapping
@@ -131,11 +132,18 @@ def session(master: str | None = None) -> Any:
             for key, value in _SESSION_CONF.items():
                 builder = builder.config(key, value)
             _starting = True
+            interrupt = signal.getsignal(signal.SIGINT)
             try:
                 with _jvm_output():
                     _session = builder.getOrCreate()
             finally:
                 _starting = False
+            if threading.current_thread() is threading.main_thread():
+                # pyspark installs a Ctrl-C handler that cancels jobs over the main
+                # thread's Py4J connection, which is busy with the interrupted call: the
+                # cancel fails and logs a traceback. Keep the caller's handler (the shell
+                # cancels from another thread).
+                signal.signal(signal.SIGINT, interrupt)
             _session.sparkContext.setLogLevel("OFF")
         return _session
 
@@ -145,8 +153,6 @@ def started() -> bool:
 
 
 def _python() -> str:
-    import sys
-
     return sys.executable
 
 

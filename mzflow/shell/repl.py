@@ -9,12 +9,16 @@ comes back, and the session (its SET variables) is the same one.
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
+import signal
 import sys
+import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
@@ -80,6 +84,10 @@ class Shell:
     # -- the loop --------------------------------------------------------------------
 
     def run(self) -> int:
+        # Python-side log records (Py4J's, on an interrupted call) go to the log file.
+        logging.basicConfig(filename=_log_file(self.conn.config.home, "shell.log"),
+                            level=logging.WARNING,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         if sys.stdin.isatty():
             self.history = complete.install(self.completer,
                                             self.conn.config.home / "sql_history")
@@ -134,7 +142,7 @@ class Shell:
         self.completer.forget()  # DDL may rename, create or drop what completion offers
         start = time.monotonic()
         try:
-            with self.status.running(" ".join(text.split())):
+            with _cancelling(), self.status.running(" ".join(text.split())):
                 results = [self.conn.execute_parsed(stmt) for stmt in parse(text)]
         except Error as e:
             print_error(e)
@@ -271,14 +279,52 @@ def print_error(e: BaseException) -> None:
 
 def spark_log(home: Path) -> Path:
     """Where the JVM's own output goes (start-up warnings, log4j), never the terminal."""
-    return home / "log" / "spark.log"
+    return home / "log" / "spark.log"  # spark.py creates the folder when it starts
+
+
+@contextmanager
+def _cancelling() -> Iterator[None]:
+    """Ctrl-C while a statement runs cancels its Spark jobs, then interrupts it."""
+    previous = signal.signal(signal.SIGINT, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    from mzflow.render import spark
+
+    if spark.started():
+        # From another thread: the main thread's Py4J connection is busy with the call
+        # being interrupted.
+        threading.Thread(target=_cancel_jobs, daemon=True).start()
+    raise KeyboardInterrupt
+
+
+def _cancel_jobs() -> None:
+    from mzflow.render import spark
+
+    session = spark.session()
+    try:
+        try:
+            session.sparkContext.cancelAllJobs()
+        except Exception:  # Spark Connect: no SparkContext in this process
+            session.interruptAll()
+    except Exception:
+        logging.getLogger("mzflow.shell").exception("cancelling Spark jobs failed")
+
+
+def _log_file(home: Path, name: str) -> Path:
+    path = home / "log" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _log_traceback(home: Path) -> Path:
     path = home / "log" / "shell.log"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8") as f:
+        with _log_file(home, "shell.log").open("a", encoding="utf-8") as f:
             f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}\n")
             f.write(traceback.format_exc())
     except OSError:
