@@ -194,6 +194,8 @@ class Shell:
             print_error(e)
         except OSError as e:
             print(f"\\{command}: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        finally:
+            self.out.flush()
         return None
 
     def _listing(self, letters: str) -> Callable[[list[str]], None]:
