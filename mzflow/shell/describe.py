@@ -45,7 +45,7 @@ def listing(snap: Snapshot, letters: str, pattern: str | None) -> str:
     title, kinds = LISTINGS[letters]
     with_on = all(k in (INDEX, SINK) for k in kinds)
     rows: Rows = []
-    for item in sorted(snap.items, key=lambda i: (i.kind, i.name)):
+    for item in sorted(snap.items, key=lambda i: (i.schema, i.name)):
         if item.kind not in kinds or not _matches(item.name, pattern):
             continue
         cluster = _cluster(snap, item)
@@ -127,8 +127,7 @@ def _maintained(snap: Snapshot, warehouse: Path, index: Item, by: bool = False) 
     if done < 0:
         lines = [head + "never ticked (upper 0); the next tick or read fills it"]
     else:
-        lines = [head + f"upper {_ts(done + 1)}, {snap.read_ts - done} ms behind the "
-                 "latest write"]
+        lines = [head + f"upper {_ts(done + 1)}, lag {snap.read_ts - done} ms"]
     if error:
         lines.append(f"  Error: {error}")
     try:

@@ -91,8 +91,8 @@ class Shell:
         if sys.stdin.isatty():
             self.history = complete.install(self.completer,
                                             self.conn.config.home / "sql_history")
-        print(f"mzflow {__version__} (home {self.conn.config.home}). Statements end with "
-              "';'. \\? lists the commands, \\h the SQL, \\q quits.")
+        print(f"mzflow {__version__}, home {self.conn.config.home}\n"
+              "End statements with ';'. Type \\? for help, \\h for SQL syntax, \\q to quit.")
         while True:
             try:
                 text = input(self._prompt())
