@@ -104,48 +104,53 @@ def session(master: str | None = None) -> Any:
     global _session, _starting
     with _lock:
         if _session is None:
-            os.environ.setdefault("PYSPARK_PYTHON", _python())
-            # One machine by default: skip the hostname lookup and its warning.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            from pyspark.sql import SparkSession
-
-            url = master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]")
-            # pyspark logs every failed query's JVM stack on this logger; the user gets
-            # the same failure as an mzflow error instead.
-            logging.getLogger("SQLQueryContextLogger").disabled = True
-            logging.getLogger("DataFrameQueryContextLogger").disabled = True
-            if url.startswith("sc://"):
-                # Spark Connect: the server owns the JVM and its configuration; only
-                # session settings travel with the client.
-                _session = SparkSession.builder.remote(url).getOrCreate()
-                for key, value in _SESSION_CONF.items():
-                    _session.conf.set(key, value)
-                return _session
-            builder = (
-                SparkSession.builder.appName("mzflow")
-                .master(url)
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.driver.extraJavaOptions",
-                        f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
-            )
-            for key, value in _SESSION_CONF.items():
-                builder = builder.config(key, value)
             _starting = True
-            interrupt = signal.getsignal(signal.SIGINT)
             try:
-                with _jvm_output():
-                    _session = builder.getOrCreate()
+                _session = _start(master)
             finally:
                 _starting = False
-            if threading.current_thread() is threading.main_thread():
-                # pyspark installs a Ctrl-C handler that cancels jobs over the main
-                # thread's Py4J connection, which is busy with the interrupted call: the
-                # cancel fails and logs a traceback. Keep the caller's handler (the shell
-                # cancels from another thread).
-                signal.signal(signal.SIGINT, interrupt)
-            _session.sparkContext.setLogLevel("OFF")
         return _session
+
+
+def _start(master: str | None) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", _python())
+    # One machine by default: skip the hostname lookup and its warning.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    url = master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]")
+    # pyspark logs every failed query's JVM stack on this logger; the user gets
+    # the same failure as an mzflow error instead.
+    logging.getLogger("SQLQueryContextLogger").disabled = True
+    logging.getLogger("DataFrameQueryContextLogger").disabled = True
+    if url.startswith("sc://"):
+        # Spark Connect: the server owns the JVM and its configuration; only
+        # session settings travel with the client.
+        remote = SparkSession.builder.remote(url).getOrCreate()
+        for key, value in _SESSION_CONF.items():
+            remote.conf.set(key, value)
+        return remote
+    builder = (
+        SparkSession.builder.appName("mzflow")
+        .master(url)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
+    )
+    for key, value in _SESSION_CONF.items():
+        builder = builder.config(key, value)
+    interrupt = signal.getsignal(signal.SIGINT)
+    with _jvm_output():
+        spark = builder.getOrCreate()
+    if threading.current_thread() is threading.main_thread():
+        # pyspark installs a Ctrl-C handler that cancels jobs over the main thread's
+        # Py4J connection, which is busy with the interrupted call: the cancel fails and
+        # logs a traceback. Keep the caller's handler (the shell cancels from another
+        # thread).
+        signal.signal(signal.SIGINT, interrupt)
+    spark.sparkContext.setLogLevel("OFF")
+    return spark
 
 
 def started() -> bool:
