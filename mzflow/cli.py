@@ -183,8 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.sql is not None and args.sql.lstrip().startswith("\\"):
             from mzflow.shell.repl import Shell
 
-            Shell(conn).feed(args.sql.strip(), record=False)  # psql's -c '\d t'
-            return 0
+            shell = Shell(conn)
+            shell.feed(args.sql.strip(), record=False)  # psql's -c '\d t'
+            return 1 if shell.failed else 0
         if args.sql is not None:
             return run_text(conn, args.sql, sys.stdout)
         if args.file is not None:

@@ -166,6 +166,9 @@ def test_sql_c_runs_a_meta_command(tmp_path: Path) -> None:
     assert any(line.startswith('Maintained by "mv_primary_idx": never ticked') for line in lines)
     assert "  Strategy: incremental" in lines
     assert " a      | integer | not null |" in lines
+    missing = sql(tmp_path, "\\d nope")
+    assert missing.returncode == 1
+    assert 'ERROR: Did not find any relation named "nope".' in missing.stderr
 
 
 # -- the shell's parts, in-process ----------------------------------------------------------

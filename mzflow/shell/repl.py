@@ -65,6 +65,7 @@ class Shell:
         self.out: TextIO = sys.stdout
         self.expanded: bool | None = False
         self.timing = False
+        self.failed = False  # an error was reported (the exit status of sql -c '\\d x')
         self.splitter = Splitter()
         self.status = Status()
         self.history: complete.History | None = None
@@ -145,16 +146,15 @@ class Shell:
             with _cancelling(), self.status.running(" ".join(text.split())):
                 results = [self.conn.execute_parsed(stmt) for stmt in parse(text)]
         except Error as e:
-            print_error(e)
+            self._error(f"ERROR: {e}")
             return True
         except KeyboardInterrupt:
-            print("ERROR: canceling statement due to user request", file=sys.stderr)
+            self._error("ERROR: canceling statement due to user request")
             return False
         except Exception as e:  # a bug: say so, keep the details, keep the session
             log = _log_traceback(self.conn.config.home)
-            print(f"ERROR: internal error: {type(e).__name__}: {e}\n"
-                  f"DETAIL: this is a bug in mzflow; the traceback is in {log}",
-                  file=sys.stderr)
+            self._error(f"ERROR: internal error: {type(e).__name__}: {e}\n"
+                        f"DETAIL: this is a bug in mzflow; the traceback is in {log}")
             return False
         for result in results:
             print_result(result, self.out, self.expanded)
@@ -162,6 +162,10 @@ class Shell:
             print(f"Time: {(time.monotonic() - start) * 1000:.3f} ms", file=self.out)
         self.out.flush()
         return True
+
+    def _error(self, text: str) -> None:
+        self.failed = True
+        print(text, file=sys.stderr)
 
     def _discard(self) -> None:
         self._entry.clear()
@@ -181,19 +185,19 @@ class Shell:
         command, _, rest = line[1:].partition(" ")
         handler = self._meta.get(command)
         if handler is None:
-            print(f"invalid command \\{command}; try \\? for help", file=sys.stderr)
+            self._error(f"invalid command \\{command}; try \\? for help")
             return None
         try:
             args = shlex.split(rest.strip().removesuffix(";"))
         except ValueError as e:  # an unbalanced quote
-            print(f"\\{command}: {e}", file=sys.stderr)
+            self._error(f"\\{command}: {e}")
             return None
         try:
             return handler(args)
         except Error as e:
-            print_error(e)
+            self._error(f"ERROR: {e}")
         except OSError as e:
-            print(f"\\{command}: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+            self._error(f"\\{command}: {e.filename or ''}: {e.strerror}")
         finally:
             self.out.flush()
         return None
@@ -238,13 +242,13 @@ class Shell:
 
     def _go(self, _: list[str]) -> object:
         if not self.splitter.pending:
-            print("Query buffer is empty.", file=sys.stderr)
+            self._error("Query buffer is empty.")
             return None
         return self.feed(";", record=False)
 
     def _include(self, args: list[str]) -> object:
         if len(args) != 1:
-            print("\\i: missing required argument", file=sys.stderr)
+            self._error("\\i: missing required argument")
             return None
         text = Path(args[0]).expanduser().read_text(encoding="utf-8")
         return self.feed(text.removesuffix("\n"), record=False)
@@ -259,8 +263,7 @@ class Shell:
     def _expanded(self, args: list[str]) -> None:
         values: dict[str, bool | None] = {"on": True, "off": False, "auto": None}
         if args and args[0].lower() not in values:
-            print(f'\\x: unrecognized value "{args[0]}": Boolean or "auto" expected',
-                  file=sys.stderr)
+            self._error(f'\\x: unrecognized value "{args[0]}": Boolean or "auto" expected')
             return
         self.expanded = values[args[0].lower()] if args else not self.expanded
         word = {True: "on", False: "off", None: "used automatically"}[self.expanded]
@@ -268,15 +271,10 @@ class Shell:
 
     def _timing(self, args: list[str]) -> None:
         if args and args[0].lower() not in ("on", "off"):
-            print(f'\\timing: unrecognized value "{args[0]}": Boolean expected',
-                  file=sys.stderr)
+            self._error(f'\\timing: unrecognized value "{args[0]}": Boolean expected')
             return
         self.timing = args[0].lower() == "on" if args else not self.timing
         print(f"Timing is {'on' if self.timing else 'off'}.")
-
-
-def print_error(e: BaseException) -> None:
-    print(f"ERROR: {e}", file=sys.stderr)
 
 
 def spark_log(home: Path) -> Path:
