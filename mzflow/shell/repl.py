@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -114,7 +114,8 @@ class Shell:
     def feed(self, text: str, record: bool = True) -> object:
         """Handle what was typed (or a file's text, for ``\\i``): meta-commands at once,
         SQL each time a statement is complete. ``record``: keep it in the history."""
-        for line in text.split("\n"):
+        lines = text.split("\n")
+        for n, line in enumerate(lines):
             stripped = line.strip()
             if stripped.startswith("\\") and not self.splitter.in_literal:
                 if record and self.history is not None:
@@ -125,9 +126,12 @@ class Shell:
             if not self.splitter.pending and stripped in ("quit", "exit"):
                 return QUIT
             self._entry.append(line)
-            for statement in self.splitter.feed(line):
+            statements = self.splitter.feed(line)
+            for i, statement in enumerate(statements):
                 if not self.execute(statement):
-                    self._discard()
+                    if record and self.history is not None:
+                        self.history.add("\n".join(self._entry))
+                    self._discard(statements[i + 1:] + lines[n + 1:])
                     return None
             if not self.splitter.pending:
                 if record and self.history is not None:
@@ -167,9 +171,10 @@ class Shell:
         self.failed = True
         print(text, file=sys.stderr)
 
-    def _discard(self) -> None:
+    def _discard(self, unread: Sequence[str] = ()) -> None:
+        """Drop the pending statement and ``unread`` input, saying so when there was any."""
         self._entry.clear()
-        dropped = self.splitter.reset()
+        dropped = "".join(unread) + self.splitter.reset()
         if dropped.strip():
             print("Query buffer reset (cleared): pending input discarded.", file=sys.stderr)
 
