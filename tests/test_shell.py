@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 import mzflow
-from mzflow.shell import complete
+from mzflow.shell import complete, describe
 from mzflow.shell.output import format_expanded
 from mzflow.shell.repl import Shell
 from mzflow.shell.split import Splitter
@@ -222,14 +222,14 @@ def test_expanded_timing_output_and_include(tmp_path: Path,
         assert "from_file" not in capsys.readouterr().out
 
 
-def test_internal_error_keeps_the_session(tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_internal_error_keeps_the_session(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
     with mzflow.connect(str(tmp_path)) as conn:
         shell = Shell(conn)
         shell.feed("SET cluster = 'x';")
         real = conn.execute_parsed
 
-        def broken(stmt: object) -> object:
+        def broken(*args: object) -> object:
             raise RuntimeError("boom")
 
         conn.execute_parsed = broken  # type: ignore[method-assign]
@@ -240,6 +240,9 @@ def test_internal_error_keeps_the_session(tmp_path: Path,
         assert "RuntimeError" in (tmp_path / "log" / "shell.log").read_text()
         assert shell.splitter.pending == ""
         conn.execute_parsed = real  # type: ignore[method-assign]
+        monkeypatch.setattr(describe, "listing", broken)
+        shell.feed("\\dt")
+        assert "ERROR: internal error: RuntimeError: boom" in capsys.readouterr().err
         shell.feed("SHOW cluster;")
         assert " x" in capsys.readouterr().out.splitlines()
 

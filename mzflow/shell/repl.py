@@ -156,9 +156,7 @@ class Shell:
             self._error("ERROR: canceling statement due to user request")
             return False
         except Exception as e:  # a bug: say so, keep the details, keep the session
-            log = _log_traceback(self.conn.config.home)
-            self._error(f"ERROR: internal error: {type(e).__name__}: {e}\n"
-                        f"DETAIL: this is a bug in mzflow; the traceback is in {log}")
+            self._internal(e)
             return False
         for result in results:
             print_result(result, self.out, self.expanded)
@@ -166,6 +164,11 @@ class Shell:
             print(f"Time: {(time.monotonic() - start) * 1000:.3f} ms", file=self.out)
         self.out.flush()
         return True
+
+    def _internal(self, e: Exception) -> None:
+        log = _log_traceback(self.conn.config.home)
+        self._error(f"ERROR: internal error: {type(e).__name__}: {e}\n"
+                    f"DETAIL: this is a bug in mzflow; the traceback is in {log}")
 
     def _error(self, text: str) -> None:
         self.failed = True
@@ -188,7 +191,8 @@ class Shell:
     def meta(self, line: str) -> object:
         """Run one meta-command line, such as ``\\d orders``."""
         command, _, rest = line[1:].partition(" ")
-        handler = self._meta.get(command)
+        # psql's "+" forms (\d+ t) show more; here they show the same.
+        handler = self._meta.get(command) or self._meta.get(command.removesuffix("+"))
         if handler is None:
             self._error(f"invalid command \\{command}; try \\? for help")
             return None
@@ -203,6 +207,8 @@ class Shell:
             self._error(f"ERROR: {e}")
         except OSError as e:
             self._error(f"\\{command}: {e.filename or ''}: {e.strerror}")
+        except Exception as e:  # a bug: as for statements, the session goes on
+            self._internal(e)
         finally:
             self.out.flush()
         return None
