@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mzflow.catalog import system
 from mzflow.catalog.model import RELATION_KINDS, Snapshot
 
 HISTORY_SIZE = 1000
@@ -54,10 +55,11 @@ class Names:
     @classmethod
     def of(cls, snap: Snapshot) -> Names:
         rel = [i for i in snap.items if i.kind in RELATION_KINDS]
-        return cls(relations=sorted(i.name for i in rel),
-                   objects=sorted(i.name for i in snap.items),
-                   clusters=sorted(c.name for c in snap.clusters),
-                   columns={i.name: [c.name for c in i.columns] for i in rel})
+        columns = {i.name: [c.name for c in i.columns] for i in rel}
+        # The catalog's own tables (mz_clusters, ...) are relations to complete too.
+        columns |= {t.name: [c.name for c in t.all_columns] for t in system.TABLES.values()}
+        return cls(relations=sorted(columns), objects=sorted(i.name for i in snap.items),
+                   clusters=sorted(c.name for c in snap.clusters), columns=columns)
 
 
 class Completer:
