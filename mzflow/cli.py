@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from mzflow import __version__
+from mzflow.shell.output import cell as _cell
+from mzflow.shell.output import format_table, print_result
 
 EPILOG = """\
 environment:
@@ -150,6 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except mzflow.Error as e:
         _print_error(e)
         return 1
+    from mzflow.render import spark
+    from mzflow.shell.repl import spark_log
+
+    # The JVM's start-up chatter and log4j's console go to a file, not the screen.
+    spark.log_jvm_to(spark_log(conn.config.home))
     with conn:
         if args.command == "compact":
             return _compact(conn, args.table)
@@ -173,6 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _print_error(e)
                 return 1
             return 0
+        if args.sql is not None and args.sql.lstrip().startswith("\\"):
+            from mzflow.shell.repl import Shell
+
+            shell = Shell(conn)
+            shell.feed(args.sql.strip(), record=False)  # psql's -c '\d t'
+            return 1 if shell.failed else 0
         if args.sql is not None:
             return run_text(conn, args.sql, sys.stdout)
         if args.file is not None:
@@ -182,20 +195,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"ERROR: cannot read {args.file}: {e.strerror}", file=sys.stderr)
                 return 1
             return run_text(conn, text, sys.stdout, keep_going=args.on_error == "continue")
-        return repl(conn)
+        from mzflow.shell.repl import Shell
+
+        return Shell(conn).run()
 
 
 def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None) -> int:
     import mzflow
+    from mzflow.runtime import ticks
+    from mzflow.shell.status import Status
 
     assert isinstance(conn, mzflow.Connection)
+    reports = []
+    status = Status()
     try:
-        reports = conn.tick(cluster=cluster, object=obj, at=at)
+        snap = conn.store.snapshot()
+        indexes = ticks.indexes_to_tick(snap, cluster, obj)
+        # One time for every index, as one conn.tick() call would pick.
+        at = snap.read_ts if at is None else at
+        with status.running("ticking") as progress:
+            for n, index in enumerate(indexes):
+                progress.what = f"ticking {index.name} ({n} of {len(indexes)} done)"
+                for report in conn.tick(object=index.name, at=at):
+                    reports.append(report)
+                    status.print(report.line())
     except mzflow.Error as e:
         _print_error(e)
         return 1
-    for report in reports:
-        print(report.line())
     if not reports:
         print("nothing to tick: no maintained indexes", file=sys.stderr)
     return 1 if any(r.error for r in reports) else 0
@@ -301,6 +327,7 @@ def _read(path: str) -> str:
 def run_text(conn: object, text: str, out: TextIO, keep_going: bool = False) -> int:
     """Run statements one at a time so earlier results print before a later error."""
     import mzflow
+    from mzflow.shell.status import Status
     from mzflow.sql.parse import parse
 
     assert isinstance(conn, mzflow.Connection)
@@ -310,9 +337,11 @@ def run_text(conn: object, text: str, out: TextIO, keep_going: bool = False) -> 
         _print_error(e)
         return 1
     status = 0
-    for stmt in statements:
+    line = Status()
+    for n, stmt in enumerate(statements, start=1):
         try:
-            result = conn.execute_parsed(stmt)
+            with line.running(f"statement {n} of {len(statements)}"):
+                result = conn.execute_parsed(stmt)
         except mzflow.Error as e:
             _print_error(e)
             status = 1
@@ -323,70 +352,8 @@ def run_text(conn: object, text: str, out: TextIO, keep_going: bool = False) -> 
     return status
 
 
-def print_result(result: object, out: TextIO) -> None:
-    for notice in getattr(result, "notices", []):
-        print(f"NOTICE: {notice}", file=sys.stderr)
-    columns = getattr(result, "columns", [])
-    if not columns:
-        print(getattr(result, "status", ""), file=out)
-        return
-    print(format_table(columns, getattr(result, "rows", [])), file=out)
-
-
-def format_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """psql's aligned format: header, rule, rows, then ``(n rows)``."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(c) for c in columns]
-    for row in cells:
-        widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
-    lines = [" | ".join(c.center(w) for c, w in zip(columns, widths, strict=True)).rstrip(),
-             "-+-".join("-" * w for w in widths)]
-    for row in cells:
-        lines.append(" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
-    lines.append(f"({len(rows)} row{'' if len(rows) == 1 else 's'})")
-    return "\n".join(" " + line if i < len(lines) - 1 else line for i, line in enumerate(lines))
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    return str(value)
-
-
 def _print_error(e: BaseException) -> None:
     print(f"ERROR: {e}", file=sys.stderr)
-
-
-def repl(conn: object) -> int:
-    try:
-        import readline  # noqa: F401  (line editing and history for input())
-    except ImportError:
-        pass
-    print(f"mzflow {__version__}. End statements with ';'. \\q quits, \\? helps.")
-    buffer: list[str] = []
-    while True:
-        try:
-            line = input("mzflow=> " if not buffer else "mzflow-> ")
-        except EOFError:
-            print()
-            return 0
-        except KeyboardInterrupt:
-            print()
-            buffer.clear()
-            continue
-        stripped = line.strip()
-        if not buffer and stripped in ("\\q", "quit", "exit"):
-            return 0
-        if not buffer and stripped == "\\?":
-            print("Statements end with ';'. Try: SHOW CLUSTERS; SHOW OBJECTS; "
-                  "SELECT * FROM mz_clusters;\n\\q quits.")
-            continue
-        buffer.append(line)
-        if stripped.endswith(";"):
-            run_text(conn, "\n".join(buffer), sys.stdout, keep_going=True)
-            buffer.clear()
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import itertools
 import logging
 import os
 import re
+import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -31,6 +33,8 @@ from mzflow.errors import Error
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
 _lock = threading.Lock()
 _session: Any = None
+_starting = False
+_jvm_log: Path | None = None
 _names = itertools.count()
 
 
@@ -58,41 +62,95 @@ _SESSION_CONF = {
 }
 
 
+def log_jvm_to(path: Path) -> None:
+    """Send what the JVM prints (its start-up warnings, log4j's console) to ``path``
+    instead of this process's terminal; the CLI points it into the home."""
+    global _jvm_log
+    _jvm_log = path
+
+
+@contextmanager
+def _jvm_output() -> Iterator[None]:
+    """The JVM is a child process that inherits file descriptors 1 and 2 when it starts,
+    and writes to them directly: point them at the log while it is launched."""
+    if _jvm_log is None:
+        yield
+        return
+    _jvm_log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log = os.open(_jvm_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (log, *saved):
+            os.close(fd)
+
+
+def starting() -> bool:
+    """Whether the JVM is being started right now (several seconds)."""
+    return _starting
+
+
 def session(master: str | None = None) -> Any:
     """The process's SparkSession; the first call starts the JVM (several seconds)."""
-    global _session
+    global _session, _starting
     with _lock:
         if _session is None:
-            os.environ.setdefault("PYSPARK_PYTHON", _python())
-            # One machine by default: skip the hostname lookup and its warning.
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-            from pyspark.sql import SparkSession
-
-            url = master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]")
-            # pyspark logs every failed query's JVM stack on this logger; the user gets
-            # the same failure as an mzflow error instead.
-            logging.getLogger("SQLQueryContextLogger").disabled = True
-            logging.getLogger("DataFrameQueryContextLogger").disabled = True
-            if url.startswith("sc://"):
-                # Spark Connect: the server owns the JVM and its configuration; only
-                # session settings travel with the client.
-                _session = SparkSession.builder.remote(url).getOrCreate()
-                for key, value in _SESSION_CONF.items():
-                    _session.conf.set(key, value)
-                return _session
-            builder = (
-                SparkSession.builder.appName("mzflow")
-                .master(url)
-                .config("spark.ui.enabled", "false")
-                .config("spark.ui.showConsoleProgress", "false")
-                .config("spark.driver.extraJavaOptions",
-                        f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
-            )
-            for key, value in _SESSION_CONF.items():
-                builder = builder.config(key, value)
-            _session = builder.getOrCreate()
-            _session.sparkContext.setLogLevel("OFF")
+            _starting = True
+            try:
+                _session = _start(master)
+            finally:
+                _starting = False
         return _session
+
+
+def _start(master: str | None) -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", _python())
+    # One machine by default: skip the hostname lookup and its warning.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    url = master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]")
+    # pyspark logs every failed query's JVM stack on this logger; the user gets
+    # the same failure as an mzflow error instead.
+    logging.getLogger("SQLQueryContextLogger").disabled = True
+    logging.getLogger("DataFrameQueryContextLogger").disabled = True
+    if url.startswith("sc://"):
+        # Spark Connect: the server owns the JVM and its configuration; only
+        # session settings travel with the client.
+        remote = SparkSession.builder.remote(url).getOrCreate()
+        for key, value in _SESSION_CONF.items():
+            remote.conf.set(key, value)
+        return remote
+    builder = (
+        SparkSession.builder.appName("mzflow")
+        .master(url)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.extraJavaOptions",
+                f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
+    )
+    for key, value in _SESSION_CONF.items():
+        builder = builder.config(key, value)
+    interrupt = signal.getsignal(signal.SIGINT)
+    with _jvm_output():
+        spark = builder.getOrCreate()
+    if threading.current_thread() is threading.main_thread():
+        # pyspark installs a Ctrl-C handler that cancels jobs over the main thread's
+        # Py4J connection, which is busy with the interrupted call: the cancel fails and
+        # logs a traceback. Keep the caller's handler (the shell cancels from another
+        # thread).
+        signal.signal(signal.SIGINT, interrupt)
+    spark.sparkContext.setLogLevel("OFF")
+    return spark
 
 
 def started() -> bool:
@@ -100,8 +158,6 @@ def started() -> bool:
 
 
 def _python() -> str:
-    import sys
-
     return sys.executable
 
 
