@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     tick.add_argument("--object", help="only this index, or the indexes of this view")
     tick.add_argument("--at", type=int, metavar="MS",
                       help="target time in ms since the epoch (default: every committed write)")
+    tick.add_argument("--full-refresh", action="store_true",
+                      help="recompute the contents instead of applying the changes (R015)")
     compact = sub.add_parser(
         "compact", help="advance since and reclaim storage of tables",
         description="For each table (or one): move its read frontier (since) up to its "
@@ -161,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "compact":
             return _compact(conn, args.table)
         if args.command == "tick":
-            return _tick(conn, args.cluster, args.object, args.at)
+            return _tick(conn, args.cluster, args.object, args.at, args.full_refresh)
         if args.command == "airflow":
             return _airflow(conn, args)
         if args.command == "sink":
@@ -200,7 +202,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return Shell(conn).run()
 
 
-def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None) -> int:
+def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
+          full_refresh: bool = False) -> int:
     import mzflow
     from mzflow.runtime import ticks
     from mzflow.shell.status import Status
@@ -216,7 +219,8 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None) ->
         with status.running("ticking") as progress:
             for n, index in enumerate(indexes):
                 progress.what = f"ticking {index.name} ({n} of {len(indexes)} done)"
-                for report in conn.tick(object=index.name, at=at):
+                for report in conn.tick(object=index.name, at=at,
+                                        full_refresh=full_refresh):
                     reports.append(report)
                     status.print(report.line())
     except mzflow.Error as e:

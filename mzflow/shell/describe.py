@@ -118,6 +118,7 @@ def describe(snap: Snapshot, warehouse: Path, name: str) -> str:
 
 def _maintained(snap: Snapshot, warehouse: Path, index: Item, by: bool = False) -> list[str]:
     """The index's frontier (how far its contents are complete), lag and last tick."""
+    from mzflow.incremental import decide
     from mzflow.incremental.plan import derive
     from mzflow.runtime import ticks
 
@@ -137,11 +138,11 @@ def _maintained(snap: Snapshot, warehouse: Path, index: Item, by: bool = False) 
     history = shard.ticks(1) if done >= 0 else []
     if history:
         last = history[0]
-        how = [last.get(ticks.MODE_KEY, "?")]
-        if last.get(ticks.DETAIL_KEY):  # the run time overrode the plan, and why
-            how.append(last[ticks.DETAIL_KEY])
-        if last.get(ticks.SECONDS_KEY):
-            how.append(f"{float(last[ticks.SECONDS_KEY]):.2f} s")
+        how = [last.get(decide.MODE_KEY, "?")]
+        if last.get(decide.DETAIL_KEY):  # the run time overrode the plan, and why
+            how.append(last[decide.DETAIL_KEY])
+        if last.get(decide.SECONDS_KEY):
+            how.append(f"{float(last[decide.SECONDS_KEY]):.2f} s")
         lines.append(f"  Last tick: {', '.join(how)}")
     return lines
 
