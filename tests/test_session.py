@@ -256,6 +256,7 @@ def _heavy_modules_after(home: Path, sql: str) -> list[str]:
     return [m for m in out.stdout.strip().split(",") if m]
 
 
+@pytest.mark.slow
 def test_catalog_statements_never_load_spark_or_delta(tmp_path: Path) -> None:
     assert _heavy_modules_after(
         tmp_path, "CREATE CLUSTER c SIZE 'small'; CREATE VIEW v AS SELECT 1 AS a;"
@@ -263,6 +264,7 @@ def test_catalog_statements_never_load_spark_or_delta(tmp_path: Path) -> None:
         " SHOW INDEXES; SELECT * FROM mz_clusters; SHOW CREATE VIEW v") == []
 
 
+@pytest.mark.slow
 def test_table_ddl_writes_delta_but_never_starts_spark(tmp_path: Path) -> None:
     # CREATE TABLE creates the table's Delta shard (delta-rs), but no JVM.
     assert _heavy_modules_after(

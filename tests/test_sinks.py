@@ -168,6 +168,7 @@ def _file_span(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_every_envelope_and_format_equals_the_true_changes(tmp_path: Path, clock: Any) -> None:
     clock(9, 50)
     conn = mzflow.connect(str(tmp_path / "home"))
@@ -282,6 +283,7 @@ def _sha(path: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_rerun_is_byte_identical_and_missed_intervals_catch_up_in_order(
         tmp_path: Path, clock: Any) -> None:
     clock(9, 50)
@@ -557,6 +559,7 @@ def _cli(now: str, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_sink_run_and_status(tmp_path: Path) -> None:
     home = str(tmp_path / "home")
     at = "2026-03-01T09:50:00+00:00"

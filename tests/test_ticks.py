@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import mzflow
 from mzflow.runtime import ticks
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 VIEWS = {
     "agg": "SELECT a, count(*) AS n, sum(b) AS s, min(b) AS lo, max(b) AS hi, "
