@@ -1,3 +1,4 @@
+import subprocess
 from collections.abc import Iterator
 
 import pg_server
@@ -18,3 +19,36 @@ def pg_url() -> Iterator[str]:
         yield server.create_database("mzflow_test")
     finally:
         server.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Keep the markers honest, through fixtures included. A test outside ``slow``
+    starts no process: no Spark (pyspark launches its JVM as a child), no PostgreSQL,
+    no Airflow server, no subprocess; ``make fast`` (``-m "not slow"``) relies on it.
+    A test outside ``spark`` does not start Spark (one that reuses the session an
+    earlier test started goes unnoticed: run ``-m "not spark"`` to check those)."""
+    slow = item.get_closest_marker("slow") is not None
+    spark = item.get_closest_marker("spark") is not None
+    if slow and spark:
+        yield
+        return
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def guarded(self: subprocess.Popen[bytes], args: object, *rest: object) -> None:
+        command = [str(a) for a in args] if isinstance(args, list | tuple) else [str(args)]
+        # pytest.fail, not an Exception: callers that catch Exception cannot hide it.
+        if not spark and any(a.endswith(("spark-submit", "spark-class")) for a in command):
+            pytest.fail(f"{item.nodeid} starts Spark: mark it spark", pytrace=False)
+        # platform.architecture() asks file(1), once per process (croniter does on
+        # import): a millisecond, not what the fast set keeps out.
+        if not slow and command[:2] != ["file", "-b"]:
+            pytest.fail(f"{item.nodeid} starts a process ({command}): mark it slow",
+                        pytrace=False)
+        return execute_child(self, args, *rest)  # type: ignore[no-any-return]
+
+    subprocess.Popen._execute_child = guarded  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        subprocess.Popen._execute_child = execute_child  # type: ignore[attr-defined]
