@@ -1,5 +1,6 @@
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pg_server
 import pytest
@@ -21,13 +22,13 @@ def pg_url() -> Iterator[str]:
         server.stop()
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Keep the markers honest, through fixtures included. A test outside ``slow``
-    starts no process: no Spark (pyspark launches its JVM as a child), no PostgreSQL,
-    no Airflow server, no subprocess; ``make fast`` (``-m "not slow"``) relies on it.
-    A test outside ``spark`` does not start Spark (one that reuses the session an
-    earlier test started goes unnoticed: run ``-m "not spark"`` to check those)."""
+@contextmanager
+def _guarded(item: pytest.Item) -> Iterator[None]:
+    """Keep the markers honest. A test outside ``slow`` starts no process: no Spark
+    (pyspark launches its JVM as a child), no PostgreSQL, no Airflow server, no
+    subprocess; ``make fast`` (``-m "not slow"``) relies on it. A test outside ``spark``
+    does not start Spark (one that reuses the session an earlier test started goes
+    unnoticed: run ``-m "not spark"`` to check those)."""
     slow = item.get_closest_marker("slow") is not None
     spark = item.get_closest_marker("spark") is not None
     if slow and spark:
@@ -52,3 +53,18 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         yield
     finally:
         subprocess.Popen._execute_child = execute_child  # type: ignore[attr-defined]
+
+
+# Setup (the fixtures a test brings up, module- and session-wide ones included) and
+# the test itself; not teardown, where the last test of a run stops servers that
+# slow tests started.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
+        yield
