@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mzflow.catalog import normalize
 from mzflow.catalog.ddl.core import KIND_WORDS, KINDS, Notices
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item
 from mzflow.catalog.store import Store, Writer
 from mzflow.errors import DependentObjects, UnknownObject, WrongObjectType
 from mzflow.sql import ast
+from mzflow.sql.parse import parse_one
 
 Dropped = Callable[[list[Item]], None]
 
@@ -96,13 +96,18 @@ def _drop_cluster(w: Writer, name: str, if_exists: bool, cascade: bool) -> Notic
         # cluster-2022.slt's wording. (materialized-views-2022.slt, from a later Materialize,
         # expects "…indexes, sinks, materialized views, or replicas" for the same case.)
         raise DependentObjects("cannot drop cluster with active indexes or sinks")
-    # A materialized view whose default index lives here goes with the cluster.
+    # A materialized view created in this cluster (its default index lives here) goes
+    # with the cluster.
     mat_views = [w.snapshot.item(i.on_id) for i in members
                  if i.kind == INDEX and i.is_default_index and i.on_id is not None
                  and w.snapshot.item(i.on_id).kind == MATERIALIZED_VIEW
-                 and f'IN CLUSTER {normalize.quoted(cluster.name)} AS'
-                 in w.snapshot.item(i.on_id).create_sql]
+                 and _created_in(w.snapshot.item(i.on_id), cluster.name)]
     if members:
         drop_items(w, members + mat_views, cascade=True)
     w.delete_cluster(cluster.id)
     return []
+
+
+def _created_in(mat_view: Item, cluster: str) -> bool:
+    in_cluster = parse_one(mat_view.create_sql).args.get("cluster")
+    return in_cluster is not None and in_cluster.name == cluster

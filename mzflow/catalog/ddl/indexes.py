@@ -33,20 +33,26 @@ def insert_index(w: Writer, on: Item, cluster: Cluster, keys: list[IndexKey] | N
         # Default key: a known unique key, else all columns (no unique keys are known yet).
         keys = [IndexKey(column=c.name, expression=None) for c in on.columns]
     name = name or _index_name(w, on, keys, default)
-    key_sql = ", ".join(normalize.quoted(k.column) if k.column else f"({k.expression})"
-                        for k in keys)
     target = normalize.qualified(on.name)
     if on.kind == TABLE:
         # An index on a table is built on one version of it (Materialize's stored form).
         target = VersionedTable(**target.args, item_id=exp.to_identifier(on.id),
                                 version=exp.Literal.number(on.version))
-    create_sql = (f"CREATE INDEX {normalize.quoted(name)} IN CLUSTER "
-                  f"{normalize.quoted(cluster.name)} ON {normalize.sql(target)} ({key_sql})")
+    create_sql = normalize.sql(ast.CreateIndex(
+        this=exp.to_identifier(name, quoted=True), on=target, keys=[_key(k) for k in keys],
+        cluster=exp.to_identifier(cluster.name, quoted=True)))
     item = new_item(w, name=name, kind=INDEX, create_sql=create_sql, cluster_id=cluster.id,
                     on_id=on.id, keys=tuple(keys), depends_on=(on.id,),
                     is_default_index=default, retain_history_ms=retain)
     w.insert_item(item)
     return item
+
+
+def _key(key: IndexKey) -> exp.Expr:
+    if key.column is not None:
+        return exp.column(key.column, quoted=True)
+    assert key.expression is not None  # IndexKey holds one or the other
+    return exp.Paren(this=exp.maybe_parse(key.expression, dialect=normalize.DIALECT))
 
 
 def create_index(store: Store, stmt: ast.CreateIndex, session_cluster: str) -> Notices:

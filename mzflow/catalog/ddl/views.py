@@ -50,15 +50,14 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
             raise Unsupported("materialized views over system catalog tables are not supported")
         qualified = normalize.qualified(name).sql(dialect=normalize.DIALECT)
         columns = _rename_columns(bound.columns, stmt.args.get("columns"), word, qualified)
-        definition = normalize.sql(normalize.qualify_relations(stmt.args["query"], snap))
-        col_sql = ""
-        if stmt.args.get("columns"):
-            col_sql = f" ({', '.join(normalize.quoted(c.name) for c in columns)})"
-        cluster_sql = f" IN CLUSTER {normalize.quoted(cluster.name)}" if cluster else ""
-        opts_sql = (f" WITH ({', '.join(normalize.sql(o) for o in options)})"
-                    if options else "")
-        create_sql = (f"CREATE {word.upper()} {qualified}{col_sql}{cluster_sql}{opts_sql} AS "
-                      f"{definition}")
+        query = normalize.qualify_relations(stmt.args["query"], snap)
+        definition = normalize.sql(query)
+        create_sql = normalize.sql(ast.CreateView(
+            this=normalize.qualified(name), query=query, materialized=materialized,
+            columns=[exp.to_identifier(c.name, quoted=True) for c in columns]
+            if stmt.args.get("columns") else None,
+            cluster=exp.to_identifier(cluster.name, quoted=True) if cluster else None,
+            options=[o.copy() for o in options]))
         if existing is not None:
             drop_items(w, [existing], cascade=False)
         # A materialized view belongs to a cluster through its default index only, so
