@@ -432,6 +432,7 @@ def _child(home: Path, now: str, mode: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
         tmp_path: Path, clock: Any) -> None:
     """SIGKILL the exporting process: once after the data is written but before the
@@ -499,6 +500,7 @@ def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_compaction_keeps_what_a_lagging_sink_needs(tmp_path: Path, clock: Any) -> None:
     clock(9, 50)
     conn = mzflow.connect(str(tmp_path / "home"))

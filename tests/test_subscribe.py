@@ -132,6 +132,7 @@ def test_iterator_delivers_writes_as_they_commit(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_cli_prints_changes_until_interrupted(tmp_path: Path) -> None:
     home = tmp_path / "home"
     conn = mzflow.connect(str(home))
