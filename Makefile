@@ -14,7 +14,7 @@ BENCH_ARGS ?=
 help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
 	@echo "make test       lint, type-check and run the whole test suite"
-	@echo "make fast       only the fast tests (skips those marked slow)"
+	@echo "make fast       the tests that start no Spark, server or child process (-m 'not slow')"
 	@echo "make bench      mzflow vs full recompute vs Spark Declarative Pipelines (TPC-H SF $(BENCH_SF))"
 	@echo "make clean      remove the demo home and caches"
 

@@ -1,4 +1,6 @@
+import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pg_server
 import pytest
@@ -18,3 +20,51 @@ def pg_url() -> Iterator[str]:
         yield server.create_database("mzflow_test")
     finally:
         server.stop()
+
+
+@contextmanager
+def _guarded(item: pytest.Item) -> Iterator[None]:
+    """Keep the markers honest. A test outside ``slow`` starts no process: no Spark
+    (pyspark launches its JVM as a child), no PostgreSQL, no Airflow server, no
+    subprocess; ``make fast`` (``-m "not slow"``) relies on it. A test outside ``spark``
+    does not start Spark (one that reuses the session an earlier test started goes
+    unnoticed: run ``-m "not spark"`` to check those)."""
+    slow = item.get_closest_marker("slow") is not None
+    spark = item.get_closest_marker("spark") is not None
+    if slow and spark:
+        yield
+        return
+    execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def guarded(self: subprocess.Popen[bytes], args: object, *rest: object) -> None:
+        command = [str(a) for a in args] if isinstance(args, list | tuple) else [str(args)]
+        # pytest.fail, not an Exception: callers that catch Exception cannot hide it.
+        if not spark and any(a.endswith(("spark-submit", "spark-class")) for a in command):
+            pytest.fail(f"{item.nodeid} starts Spark: mark it spark", pytrace=False)
+        # platform.architecture() asks file(1), once per process (croniter does on
+        # import): a millisecond, not what the fast set keeps out.
+        if not slow and command[:2] != ["file", "-b"]:
+            pytest.fail(f"{item.nodeid} starts a process ({command}): mark it slow",
+                        pytrace=False)
+        return execute_child(self, args, *rest)  # type: ignore[no-any-return]
+
+    subprocess.Popen._execute_child = guarded  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        subprocess.Popen._execute_child = execute_child  # type: ignore[attr-defined]
+
+
+# Setup (the fixtures a test brings up, module- and session-wide ones included) and
+# the test itself; not teardown, where the last test of a run stops servers that
+# slow tests started.
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with _guarded(item):
+        yield

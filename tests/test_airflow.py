@@ -31,6 +31,8 @@ from airflow_server import AirflowServer, airflow_env, parse_dag_file  # noqa: E
 import mzflow  # noqa: E402
 from mzflow.airflow import graph, pools  # noqa: E402
 
+pytestmark = pytest.mark.airflow
+
 REPO = Path(__file__).resolve().parents[1]
 LOADER = REPO / "dags" / "mzflow_catalog.py"
 
@@ -116,6 +118,7 @@ def test_a_home_without_catalog_gives_no_dags(tmp_path: Path) -> None:
     assert not (tmp_path / "nothing" / "catalog.db").exists()
 
 
+@pytest.mark.slow
 def test_parsing_the_dag_file_never_loads_spark_delta_or_expectations(home: Path) -> None:
     assert parse_dag_file(LOADER, home) == ("['mzflow_a', 'mzflow_b']", "[]")
 
@@ -249,6 +252,7 @@ def run_dag_steps(home: Path, airflow_db: Path, tmp_path: Path, dag_file: Path,
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
                                                   tmp_path: Path) -> None:
     with mzflow.connect(str(home)) as conn:
@@ -343,6 +347,7 @@ def test_dsl_declarations_order_ticks_without_touching_the_catalog(tmp_path: Pat
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_example_orders_pipeline_with_dag_test(tmp_path: Path, airflow_db: Path) -> None:
     incoming = tmp_path / "incoming"
     incoming.mkdir()
@@ -421,6 +426,7 @@ def _mzflow_sql(home: Path, sql: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_real_airflow_rest_triggered_run_maintains_views(tmp_path: Path,
                                                           airflow_db: Path) -> None:
     import time
@@ -590,6 +596,7 @@ def _tick_m1_through(connection: dict[str, object], home: Path, airflow_db: Path
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_ticks_run_on_a_spark_standalone_cluster_named_by_the_connection(
         home: Path, airflow_db: Path, tmp_path: Path) -> None:
     with mzflow.connect(str(home)) as conn:
@@ -638,6 +645,7 @@ class SparkConnectServer(SparkStandalone):
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_ticks_run_on_a_spark_connect_server_named_by_the_connection(
         home: Path, airflow_db: Path, tmp_path: Path) -> None:
     with mzflow.connect(str(home)) as conn:

@@ -39,6 +39,8 @@ import mzflow  # noqa: E402
 from mzflow.airflow import graph, tasks  # noqa: E402
 from mzflow.catalog import schedules  # noqa: E402
 
+pytestmark = pytest.mark.airflow
+
 REPO = Path(__file__).resolve().parents[1]
 LOADER = REPO / "dags" / "mzflow_catalog.py"
 BERLIN = "Europe/Berlin"
@@ -236,6 +238,7 @@ def test_airflow_dags_command_lists_sinks(home: Path, capsys: pytest.CaptureFixt
     assert any("mzflow_sink_plain" in x and "@hourly" in x for x in out.splitlines())
 
 
+@pytest.mark.slow
 def test_parsing_sink_dags_never_loads_spark_or_delta(home: Path) -> None:
     # (mzflow.runtime itself is imported: ``import mzflow`` loads the session, which
     # imports no engine; the export task's own imports stay in the callable.)

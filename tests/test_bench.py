@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.spark  # the bench runs Spark in a child process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 import mzflow
 from mzflow.catalog import migrations
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 
 @pytest.fixture

@@ -7,8 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import mzflow
 from mzflow.cli import format_table
+
+# The CLI runs as a child process (format_table's test alone does not need one).
+pytestmark = pytest.mark.slow
 
 
 def run(home: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from slt import run_file
 
+pytestmark = [pytest.mark.slow, pytest.mark.spark]  # every corpus file reads through Spark
+
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "materialize"
 
 FILES = [

@@ -39,6 +39,9 @@ import pytest
 
 import mzflow
 
+# Writers are child processes; INSERT … SELECT and the checking reads run on Spark.
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
 ROWID = "_mz_rowid"
 N_COPY = 1_000_000  # rows in the Parquet file every COPY loads
 N_VALUES = 10_000  # rows in the big INSERT VALUES

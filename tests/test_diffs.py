@@ -19,7 +19,7 @@ from mzflow.render.spark import session
 from mzflow.storage.delta import COUNT, DIFF, KEY, IndexShard
 from mzflow.storage.types import arrow_schema, parse_type, spark_ddl
 
-pytestmark = pytest.mark.slow  # starts Spark
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 COLUMNS = [("a", "int"), ("s", "text"), ("d", "numeric(12,2)"), ("t", "timestamp")]
 NAMES = [c for c, _ in COLUMNS]

@@ -41,7 +41,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 # Random examples the battery runs on, besides the explicit ones: each costs one Spark
 # query per battery case (about 10 s on 2 cores). Raise it for a deeper local run.

@@ -256,6 +256,7 @@ def _heavy_modules_after(home: Path, sql: str) -> list[str]:
     return [m for m in out.stdout.strip().split(",") if m]
 
 
+@pytest.mark.slow
 def test_catalog_statements_never_load_spark_or_delta(tmp_path: Path) -> None:
     assert _heavy_modules_after(
         tmp_path, "CREATE CLUSTER c SIZE 'small'; CREATE VIEW v AS SELECT 1 AS a;"
@@ -263,8 +264,36 @@ def test_catalog_statements_never_load_spark_or_delta(tmp_path: Path) -> None:
         " SHOW INDEXES; SELECT * FROM mz_clusters; SHOW CREATE VIEW v") == []
 
 
+@pytest.mark.slow
 def test_table_ddl_writes_delta_but_never_starts_spark(tmp_path: Path) -> None:
     # CREATE TABLE creates the table's Delta shard (delta-rs), but no JVM.
     assert _heavy_modules_after(
         tmp_path, "CREATE TABLE t (a int); ALTER TABLE t ADD COLUMN b text;"
         " SHOW COLUMNS FROM t; SELECT * FROM mz_tables") == ["deltalake"]
+
+
+def test_rename_rewrites_references_not_literals(conn) -> None:
+    conn.execute(
+        "CREATE TABLE old_name (x int);"
+        # Literals that spell the old name, bare and in its stored (qualified) form.
+        "CREATE VIEW v AS SELECT 'old_name' AS s, "
+        "'\"materialize\".\"public\".\"old_name\"' AS q, old_name.x FROM old_name;"
+        "CREATE VIEW w AS SELECT v.s, v.x FROM v;"
+        "CREATE INDEX old_idx ON old_name (x)")
+    conn.execute("ALTER TABLE old_name RENAME TO new_name")
+    assert rows(conn, "SHOW CREATE VIEW v")[0][1] == (
+        'CREATE VIEW "materialize"."public"."v" AS SELECT \'old_name\' AS s, '
+        '\'"materialize"."public"."old_name"\' AS q, old_name.x '
+        'FROM "materialize"."public"."new_name" AS "old_name"')
+    assert rows(conn, "SHOW CREATE INDEX old_idx")[0][1] == (
+        'CREATE INDEX "old_idx" IN CLUSTER "default" ON "materialize"."public"."new_name" ("x")')
+    conn.execute("ALTER VIEW v RENAME TO v2; ALTER INDEX old_idx RENAME TO new_idx")
+    assert rows(conn, "SHOW CREATE VIEW w")[0][1] == (
+        'CREATE VIEW "materialize"."public"."w" AS SELECT v.s, v.x '
+        'FROM "materialize"."public"."v2" AS "v"')
+    assert rows(conn, "SHOW CREATE INDEX new_idx")[0][1].startswith('CREATE INDEX "new_idx" ')
+    # The dependents' stored SQL still binds: planning w inlines v2, which reads new_name.
+    plan = rows(conn, "EXPLAIN SELECT * FROM w")[0][0]
+    assert "Get materialize.public.new_name" in plan
+    assert rows(conn, "SELECT name FROM mz_objects WHERE id LIKE 'u%' ORDER BY id") == [
+        ("new_name",), ("v2",), ("w",), ("new_idx",)]

@@ -168,6 +168,7 @@ def _file_span(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_every_envelope_and_format_equals_the_true_changes(tmp_path: Path, clock: Any) -> None:
     clock(9, 50)
     conn = mzflow.connect(str(tmp_path / "home"))
@@ -282,6 +283,7 @@ def _sha(path: Path) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_rerun_is_byte_identical_and_missed_intervals_catch_up_in_order(
         tmp_path: Path, clock: Any) -> None:
     clock(9, 50)
@@ -430,6 +432,7 @@ def _child(home: Path, now: str, mode: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
         tmp_path: Path, clock: Any) -> None:
     """SIGKILL the exporting process: once after the data is written but before the
@@ -497,6 +500,7 @@ def test_killed_export_leaves_no_partial_file_and_the_rerun_is_exact(
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_compaction_keeps_what_a_lagging_sink_needs(tmp_path: Path, clock: Any) -> None:
     clock(9, 50)
     conn = mzflow.connect(str(tmp_path / "home"))
@@ -557,6 +561,7 @@ def _cli(now: str, *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_cli_sink_run_and_status(tmp_path: Path) -> None:
     home = str(tmp_path / "home")
     at = "2026-03-01T09:50:00+00:00"

@@ -37,6 +37,7 @@ def _setup(home: Path) -> tuple[mzflow.Connection, History, int]:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_subscribe_streams_the_true_changes(tmp_path: Path) -> None:
     conn, h, as_of = _setup(tmp_path / "home")
     end = conn.store.snapshot().read_ts
@@ -59,6 +60,7 @@ def test_subscribe_streams_the_true_changes(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_progress_rows_close_each_time(tmp_path: Path) -> None:
     conn, h, as_of = _setup(tmp_path / "home")
     up_to = conn.store.snapshot().read_ts + 50
@@ -108,6 +110,7 @@ def test_subscribe_statement_round_trips() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_iterator_delivers_writes_as_they_commit(tmp_path: Path) -> None:
     home = tmp_path / "home"
     conn, _, _ = _setup(home)
@@ -129,6 +132,7 @@ def test_iterator_delivers_writes_as_they_commit(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_cli_prints_changes_until_interrupted(tmp_path: Path) -> None:
     home = tmp_path / "home"
     conn = mzflow.connect(str(home))

@@ -20,7 +20,7 @@ from deltalake import DeltaTable
 
 import mzflow
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]  # reads, UPDATE and DELETE run on Spark
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from mzflow.config import Tuning
 from mzflow.incremental import decide
 from mzflow.runtime import ticks
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 VIEWS = {
     "agg": "SELECT a, count(*) AS n, sum(b) AS s, min(b) AS lo, max(b) AS hi, "

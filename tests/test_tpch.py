@@ -24,7 +24,7 @@ from tpch import data
 
 import mzflow
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 SF = 0.01
 BATCHES = 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mzflow.catalog.model import DATABASE, RELATION_KINDS, SCHEMA, TABLE, Column, Item, Snapshot
-from mzflow.sql.ast import VersionedTable
+from mzflow.sql.ast import CreateTable, VersionAdded, VersionedTable
 from mzflow.sql.parse import DIALECT
 
 # Materialize prints column types by their pg_catalog names in SHOW CREATE TABLE.
@@ -92,19 +92,26 @@ def sql(node: exp.Expr) -> str:
     return node.sql(dialect=DIALECT)
 
 
-def column_type_sql(col: Column) -> str:
+def column_type(col: Column) -> exp.DataType:
+    """``"pg_catalog"."numeric"(12, 2)``: the type by its pg_catalog name, modifiers kept."""
     base, _, rest = col.type.partition("(")
     pg = PG_TYPE_NAMES.get(base.strip(), base.strip())
-    return f'"pg_catalog".{quoted(pg)}' + (f"({rest}" if rest else "")
+    params = [exp.DataTypeParam(this=exp.Literal.number(p.strip()))
+              for p in rest.rstrip(")").split(",")] if rest else []
+    return exp.DataType(this=exp.DataType.Type.USERDEFINED, expressions=params,
+                        kind=exp.Dot(this=exp.to_identifier("pg_catalog", quoted=True),
+                                     expression=exp.to_identifier(pg, quoted=True)))
 
 
 def create_table_sql(name: str, columns: tuple[Column, ...]) -> str:
-    parts = []
+    defs = []
     for col in columns:
-        part = f"{quoted(col.name)} {column_type_sql(col)}"
+        constraints = []
         if not col.nullable:
-            part += " NOT NULL"
+            constraints.append(exp.ColumnConstraint(kind=exp.NotNullColumnConstraint()))
         if col.version_added is not None:
-            part += f" VERSION ADDED {col.version_added}"
-        parts.append(part)
-    return f"CREATE TABLE {sql(qualified(name))} ({', '.join(parts)})"
+            constraints.append(exp.ColumnConstraint(
+                kind=VersionAdded(this=exp.Literal.number(col.version_added))))
+        defs.append(exp.ColumnDef(this=exp.to_identifier(col.name, quoted=True),
+                                  kind=column_type(col), constraints=constraints))
+    return sql(CreateTable(this=exp.Schema(this=qualified(name), expressions=defs)))

@@ -1,0 +1,33 @@
+"""COMMENT ON an object or a column."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from mzflow.catalog.ddl.core import KINDS, Notices
+from mzflow.catalog.store import Store
+from mzflow.errors import UnknownObject, Unsupported, WrongObjectType
+
+
+def comment(store: Store, stmt: exp.Comment) -> Notices:
+    """COMMENT ON {TABLE|VIEW|MATERIALIZED VIEW|INDEX|SINK|COLUMN} … IS '…'."""
+    kind = str(stmt.args.get("kind") or "").upper()
+    value = stmt.args.get("expression")
+    text = None if value is None or isinstance(value, exp.Null) else value.name
+    with store.write() as w:
+        if kind == "COLUMN":
+            column = stmt.this
+            item = w.snapshot.resolve(column.table)
+            names = [c.name for c in item.columns]
+            if column.name not in names:
+                raise UnknownObject(f'column "{column.name}" of relation "{item.name}" '
+                                    "does not exist")
+            w.set_comment(item.id, names.index(column.name) + 1, text)
+        elif kind in KINDS:
+            item = w.snapshot.resolve(stmt.this.name)
+            if item.kind != KINDS[kind]:
+                raise WrongObjectType(f"{item.qualified_name} is not a {kind.lower()}")
+            w.set_comment(item.id, 0, text)
+        else:
+            raise Unsupported(f"COMMENT ON {kind} is not supported")
+    return []

@@ -1,0 +1,98 @@
+"""CREATE TABLE and ALTER TABLE … ADD COLUMN: the catalog item and its shard together."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from mzflow.catalog import normalize
+from mzflow.catalog.bind import type_name
+from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, retention
+from mzflow.catalog.model import ROWID, TABLE, Column, Item
+from mzflow.catalog.store import Store
+from mzflow.errors import DuplicateObject, InvalidDefinition, Unsupported, WrongObjectType
+from mzflow.sql import ast
+
+CreateShard = Callable[[Item, int], None]
+AddToShard = Callable[[Item, Column, int], None]
+
+
+def _column_def(col: exp.ColumnDef, table: str) -> Column:
+    nullable = True
+    for constraint in col.constraints:
+        kind = constraint.args.get("kind")
+        if isinstance(kind, exp.NotNullColumnConstraint):
+            nullable = bool(kind.args.get("allow_null"))
+        elif isinstance(kind, ast.VersionAdded):
+            raise InvalidDefinition(f'invalid table definition for "{table}"',
+                                    detail="VERSION ADDED appears only in statements the "
+                                           "catalog generates for ALTER TABLE … ADD COLUMN")
+        else:
+            raise Unsupported(f"column constraint {normalize.sql(constraint)} is not supported")
+    dtype = col.args.get("kind")
+    if not isinstance(dtype, exp.DataType):
+        raise InvalidDefinition(f'column "{col.name}" needs a type')
+    if col.name.lower() == ROWID:
+        raise InvalidDefinition(f'column name "{col.name}" is reserved for mzflow\'s row ids')
+    return Column(name=col.name, type=type_name(dtype), nullable=nullable)
+
+
+def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard) -> Notices:
+    """Record the table and create its shard in one transaction; the shard gets the
+    CREATE's timestamp as its version 0."""
+    schema = stmt.this
+    name = schema.this.name
+    columns = tuple(_column_def(c, name) for c in schema.expressions
+                    if isinstance(c, exp.ColumnDef))
+    retain = retention(stmt.args.get("options") or [])
+    seen: set[str] = set()
+    for col in columns:
+        # Case-insensitively: a Delta schema cannot hold both x and X.
+        if col.name.lower() in seen:
+            raise DuplicateObject(f'column "{col.name}" specified more than once')
+        seen.add(col.name.lower())
+    with store.write() as w:
+        if w.snapshot.find(name) is not None:
+            if stmt.args.get("exists"):
+                return [f"table \"{name}\" already exists, skipping"]
+            check_new_name(w.snapshot, name)
+        ts = w.allocate_ts()
+        item = new_item(w, name=name, kind=TABLE, columns=columns, created_ts=ts,
+                        retain_history_ms=retain,
+                        create_sql=normalize.create_table_sql(name, columns))
+        w.insert_item(item)
+        create_shard(item, ts)
+        w.committed(ts)
+    return []
+
+
+def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notices:
+    """ALTER TABLE … ADD COLUMN: a new version of the same item (same shard, new GlobalId)."""
+    actions = stmt.args.get("actions") or []
+    if len(actions) != 1 or not isinstance(actions[0], exp.ColumnDef):
+        raise Unsupported("ALTER TABLE supports only ADD COLUMN")
+    col_def = actions[0]
+    with store.write() as w:
+        item = w.snapshot.resolve(stmt.this.name)
+        if item.kind != TABLE:
+            raise WrongObjectType(f"{item.qualified_name} is not a table")
+        if any(c.name.lower() == col_def.name.lower() for c in item.columns):
+            if col_def.args.get("exists"):
+                return [f'column "{col_def.name}" of relation "{item.name}" already exists, '
+                        "skipping"]
+            raise DuplicateObject(
+                f'column "{col_def.name}" of relation "{item.name}" already exists')
+        column = _column_def(col_def, item.name)
+        if not column.nullable:
+            raise InvalidDefinition("added columns must be nullable",
+                                    detail="rows written before the column existed read it "
+                                           "as NULL")
+        version = item.version + 1
+        column = Column(column.name, column.type, True, version_added=version)
+        ts = w.allocate_ts()
+        create_sql = normalize.create_table_sql(item.name, item.columns + (column,))
+        w.add_column(item, column, f"u{w.next_id('global')}", create_sql)
+        add_to_shard(item, column, ts)
+        w.committed(ts)
+    return []
