@@ -89,6 +89,7 @@ def _normal(rows: list[tuple]) -> Counter:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 @pytest.mark.parametrize("name", sorted(p.stem for p in RULE_DIR.glob("*.sql")))
 def test_rule_golden(name: str, tmp_path: Path) -> None:
     path = RULE_DIR / f"{name}.sql"

@@ -1,7 +1,7 @@
 """The interactive shell (`mzflow sql`), driven in a pseudo-terminal as a user types.
 
-Tests marked slow start Spark (a read of a table); the others answer from the
-catalog and Delta alone.
+Tests that drive a shell in a child process are slow; those marked spark also start
+Spark in it (a read of a table). The rest run the shell's parts in this process.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def term(tmp_path: Path) -> Iterator[Term]:
 
 # -- in a terminal, without Spark ---------------------------------------------------------
 
+@pytest.mark.slow  # a shell in a child process
 def test_meta_command_runs_at_once_and_the_next_statement_is_not_lost(tmp_path: Path) -> None:
     sql(tmp_path, "CREATE TABLE t (a int, b text)")
     term = Term(tmp_path)
@@ -98,6 +99,7 @@ def test_meta_command_runs_at_once_and_the_next_statement_is_not_lost(tmp_path: 
         {"a": 1, "b": "x"}]
 
 
+@pytest.mark.slow  # a shell in a child process
 def test_unknown_meta_command_is_answered_and_never_merged(term: Term) -> None:
     out = term.run("\\foo")
     assert "invalid command \\foo; try \\? for help" in out
@@ -109,6 +111,7 @@ def test_unknown_meta_command_is_answered_and_never_merged(term: Term) -> None:
     assert " default" in out and "ERROR" not in out
 
 
+@pytest.mark.slow  # a shell in a child process
 def test_ctrl_c_discards_pending_input_visibly(term: Term) -> None:
     term.run("SHOW", until=MORE)
     term.child.sendcontrol("c")
@@ -117,6 +120,7 @@ def test_ctrl_c_discards_pending_input_visibly(term: Term) -> None:
     assert " default" in out and "ERROR" not in out
 
 
+@pytest.mark.slow  # a shell in a child process
 def test_set_variables_survive_errors(term: Term) -> None:
     term.run("CREATE CLUSTER c1;")
     term.run("SET cluster = c1;")
@@ -125,6 +129,7 @@ def test_set_variables_survive_errors(term: Term) -> None:
     assert " c1" in term.run("SHOW cluster;")
 
 
+@pytest.mark.slow  # a shell in a child process
 def test_history_survives_a_restart_and_keeps_statements_whole(tmp_path: Path) -> None:
     term = Term(tmp_path)
     term.run("CREATE CLUSTER hist;")
@@ -141,6 +146,7 @@ def test_history_survives_a_restart_and_keeps_statements_whole(tmp_path: Path) -
     again.quit()
 
 
+@pytest.mark.slow  # a shell in a child process
 def test_tab_completes_a_table_name_and_a_cluster(tmp_path: Path) -> None:
     sql(tmp_path, "CREATE TABLE orders_2026 (amount int); CREATE CLUSTER analytics")
     term = Term(tmp_path)
@@ -155,6 +161,7 @@ def test_tab_completes_a_table_name_and_a_cluster(tmp_path: Path) -> None:
     term.quit()
 
 
+@pytest.mark.slow  # a shell in a child process
 def test_sql_c_runs_a_meta_command(tmp_path: Path) -> None:
     sql(tmp_path, "CREATE TABLE t (a int NOT NULL); CREATE MATERIALIZED VIEW mv AS "
                   "SELECT a, count(*) AS n FROM t GROUP BY a")
@@ -250,6 +257,7 @@ def test_internal_error_keeps_the_session(tmp_path: Path, capsys: pytest.Capture
 # -- with Spark ---------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_insert_after_meta_command_is_read_back_and_no_jvm_output_shows(tmp_path: Path) -> None:
     sql(tmp_path, "CREATE TABLE t (a int, b text)")
     term = Term(tmp_path, timeout=300)
@@ -267,6 +275,7 @@ def test_insert_after_meta_command_is_read_back_and_no_jvm_output_shows(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_ctrl_c_during_a_long_read_returns_the_prompt(tmp_path: Path) -> None:
     values = ", ".join(f"({i})" for i in range(300))
     sql(tmp_path, f"CREATE TABLE big (x int); INSERT INTO big VALUES {values}")
@@ -285,6 +294,7 @@ def test_ctrl_c_during_a_long_read_returns_the_prompt(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_tick_shows_progress_on_a_terminal_and_no_jvm_output(tmp_path: Path) -> None:
     sql(tmp_path, "CREATE TABLE t (a int); INSERT INTO t VALUES (1), (2); "
                   "CREATE MATERIALIZED VIEW mv1 AS SELECT count(*) AS n FROM t; "

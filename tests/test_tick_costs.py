@@ -13,7 +13,7 @@ from mzflow.incremental.decide import JOBS_KEY
 from mzflow.runtime import ticks
 from mzflow.storage import delta
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 
 def test_spark_jobs_are_counted_and_recorded(tmp_path: Path) -> None:
