@@ -297,3 +297,26 @@ def test_rename_rewrites_references_not_literals(conn) -> None:
     assert "Get materialize.public.new_name" in plan
     assert rows(conn, "SELECT name FROM mz_objects WHERE id LIKE 'u%' ORDER BY id") == [
         ("new_name",), ("v2",), ("w",), ("new_idx",)]
+
+
+def test_drop_removes_storage_after_the_catalog_commit(conn) -> None:
+    """A dropped table's shard, and a dropped index's contents and kept state, leave the
+    warehouse (they were left on disk before: the drop never reported what it removed)."""
+    from mzflow.storage import paths
+
+    conn.execute("CREATE CLUSTER c; CREATE TABLE t (a int); CREATE TABLE keep (a int);"
+                 "CREATE MATERIALIZED VIEW mv IN CLUSTER c AS SELECT a, count(*) AS n "
+                 "FROM t GROUP BY a")
+    snap = conn.store.snapshot()
+    warehouse = conn.config.warehouse
+    table, kept = snap.resolve("t"), snap.resolve("keep")
+    index = snap.indexes_on(snap.resolve("mv").id)[0]
+    # What a tick would have written for the index (ticks need Spark; the paths are real).
+    for p in (paths.index(warehouse, index.id), paths.state(warehouse, index.id)):
+        (p / "_delta_log").mkdir(parents=True)
+    assert paths.table(warehouse, table.id).is_dir()
+    conn.execute("DROP TABLE t CASCADE")
+    assert not paths.table(warehouse, table.id).exists()
+    assert not paths.index(warehouse, index.id).exists()
+    assert not paths.state(warehouse, index.id).exists()
+    assert paths.table(warehouse, kept.id).is_dir()

@@ -37,6 +37,9 @@ def drop(store: Store, stmt: ast.DropObjects, on_dropped: Dropped | None = None)
                     f"{item.qualified_name} is not a {KIND_WORDS[wanted]}",
                     hint=f"Use DROP {item.kind_word.upper()} to remove a {item.kind_word}.")
             drop_items(w, [item], cascade=cascade)
+        dropped = list(w.dropped)
+    if on_dropped is not None and dropped:
+        on_dropped(dropped)
     return notices
 
 
