@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
-from mzflow.render.spark import _integer_division, from_arrow
+from mzflow.render.spark import from_arrow, pg_semantics
 
 DIFF = "_mz_diff"
 NEW, OLD = "new", "old"
@@ -475,7 +475,7 @@ def _sort(c: Any, o: exp.Ordered) -> Any:
 
 
 def _sql(e: exp.Expr) -> str:
-    fixed = e.copy().transform(_integer_division)
+    fixed = pg_semantics(e.copy())
     return fixed.sql(dialect="spark")
 
 

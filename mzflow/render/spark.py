@@ -15,7 +15,7 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from mzflow.errors import Error
+from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
 _lock = threading.Lock()
@@ -146,9 +147,9 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
             table.set("this", exp.to_identifier(views[table.name]))
             if not table.args.get("alias"):
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-    divided = query.transform(_integer_division, copy=False)
-    assert isinstance(divided, exp.Query)
-    query = divided
+    rewritten = pg_semantics(query)
+    assert isinstance(rewritten, exp.Query)
+    query = rewritten
     # Innermost first, so an outer rewrite copies already rewritten subqueries.
     for select in reversed(list(query.find_all(exp.Select))):
         on = select.args.get("distinct") and select.args["distinct"].args.get("on")
@@ -161,17 +162,106 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
     return query.sql(dialect="spark")
 
 
-def _integer_division(node: exp.Expr) -> exp.Expr:
-    """PostgreSQL's ``/`` on integers truncates. sqlglot writes that for Spark as a double
-    division cast back to BIGINT, which is wrong past 2**53 (``9223372036854775807 / 2``);
-    Spark's ``DIV`` divides integers exactly."""
-    if isinstance(node, exp.Div) and node.args.get("typed"):
-        left, right = node.left, node.right
-        if (left.is_type(*exp.DataType.INTEGER_TYPES)
-                and right.is_type(*exp.DataType.INTEGER_TYPES)):
-            return exp.IntDiv(this=exp.cast(left, exp.DType.BIGINT),
+def pg_semantics(tree: exp.Expr) -> exp.Expr:
+    """Rewrite what Spark computes differently from PostgreSQL, reading the result types
+    the binder set (``catalog/exprtypes.py``); deepest nodes first, so an outer rewrite
+    sees rewritten operands.
+
+    - ``/`` on integers truncates to the operands' type (int4 / int4 is int4). sqlglot
+      writes that for Spark as a double division cast back to BIGINT, which is wrong
+      past 2**53; Spark's ``DIV`` divides integers exactly.
+    - ``/`` on numerics and ``avg`` of integers or numerics are numeric with the scale
+      the binder chose; Spark would give 6 decimal places (or a double for ``avg(int)``).
+    """
+    root = tree
+    for node in reversed(list(tree.find_all(exp.Div, exp.Avg))):
+        new = _division(node) if isinstance(node, exp.Div) else _average(node)
+        if new is node:
+            continue
+        new.type = node.type
+        if node is root:
+            root = new
+        else:
+            target = node.parent if isinstance(node.parent, exp.Window) and isinstance(
+                node, exp.Avg) else node
+            if target is not node:  # avg(x) OVER w → sum(x) OVER w / count(x) OVER w
+                new = _windowed(target, new)
+                if target is root:
+                    root = new
+            target.replace(new)
+    return root
+
+
+def _division(node: exp.Div) -> exp.Expr:
+    left, right, result = node.left, node.right, node.type
+    ints = exp.DataType.INTEGER_TYPES
+    if left.is_type(*ints) and right.is_type(*ints) and (
+            node.args.get("typed") or (result is not None and result.is_type(*ints))):
+        quotient = exp.IntDiv(this=exp.cast(left, exp.DType.BIGINT),
                               expression=exp.cast(right, exp.DType.BIGINT))
-    return node
+        if result is not None and result.is_type(*ints) and not result.is_type(
+                exp.DType.BIGINT):
+            return exp.cast(quotient, result.copy())
+        return quotient
+    if result is None or not result.is_type(exp.DType.DECIMAL):
+        return node
+    return _decimal_quotient(left, right, result) or node
+
+
+def _decimal_quotient(num: exp.Expr, den: exp.Expr, result: exp.DataType
+                      ) -> exp.Expr | None:
+    """``num / den`` at the result's scale. Spark types a decimal quotient by its
+    operands, so the numerator is cast to leave exactly that scale: with numerator
+    ``decimal(38 - s2, t)`` and denominator ``decimal(38, s2)``, Spark's rule (scale
+    ``max(6, t + 39)``, cut to keep ``38 - t`` integer digits) gives ``decimal(38, t)``."""
+    t = _scale(result)
+    s2 = _scale(den.type) if den.type is not None and den.is_type(exp.DType.DECIMAL) else 0
+    if any(x.type is None or x.is_type(exp.DType.DOUBLE, exp.DType.FLOAT)
+           for x in (num, den)) or t < 6 or t + s2 > 37:
+        return None
+    quotient = exp.Div(this=exp.cast(num, exp.DataType.build(f"DECIMAL({38 - s2}, {t})")),
+                       expression=exp.cast(den, exp.DataType.build(f"DECIMAL(38, {s2})")))
+    return exp.cast(quotient, result.copy())
+
+
+def _average(node: exp.Avg) -> exp.Expr:
+    """``avg(x)`` of integers or numerics → ``sum(x) / count(x)`` at the result's scale
+    (PostgreSQL's avg is exactly that numeric division)."""
+    result = node.type
+    if result is None or not result.is_type(exp.DType.DECIMAL):
+        return node
+    arg = node.this
+    distinct = isinstance(arg, exp.Distinct)
+    value = arg.expressions[0] if distinct else arg
+    if value.type is None or not value.is_type(exp.DType.DECIMAL,
+                                               *exp.DataType.INTEGER_TYPES):
+        return node
+    wide = exp.cast(value.copy(), exp.DataType.build(f"DECIMAL(38, {_scale(value.type)})"))
+    total = exp.Sum(this=exp.Distinct(expressions=[wide]) if distinct else wide)
+    count = exp.Count(this=exp.Distinct(expressions=[value.copy()]) if distinct
+                      else value.copy())
+    total.type = exp.DataType.build(f"DECIMAL(38, {_scale(value.type)})")
+    count.type = exp.DataType.build("BIGINT")
+    return _decimal_quotient(total, count, result) or node
+
+
+def _windowed(window: exp.Window, quotient: exp.Expr) -> exp.Expr:
+    """Put each aggregate of ``quotient`` under its own copy of ``window``."""
+    for agg in list(quotient.find_all(exp.Sum, exp.Count)):
+        over = window.copy()
+        over.set("this", agg.copy())
+        agg.replace(over)
+    return quotient
+
+
+def _scale(dtype: exp.DataType | None) -> int:
+    if dtype is None or not dtype.is_type(exp.DType.DECIMAL):
+        return 0
+    params = dtype.expressions
+    if len(params) < 2:
+        return 10 if not params else 0
+    p = params[1]
+    return int((p.this if isinstance(p, exp.DataTypeParam) else p).name)
 
 
 def _without_distinct_on(select: exp.Select, on: exp.Tuple) -> exp.Select:
@@ -225,18 +315,45 @@ def _without_distinct_on(select: exp.Select, on: exp.Tuple) -> exp.Select:
     return outer
 
 
-def run(query: exp.Query, relations: Mapping[str, Relation]) -> list[tuple[Any, ...]]:
+def run(query: exp.Query, relations: Mapping[str, Relation],
+        types: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
+    """Rows of ``query``; ``types``: the bound columns' catalog types, which the rows
+    are cast to (see :func:`typed`)."""
     with registered(relations) as views:
-        sql = to_spark_sql(query, views)
         try:
-            rows = session().sql(sql).collect()
+            rows = dataframe(query, views, types).collect()
         except Exception as e:  # pyspark's errors all derive from Exception
             raise translate_error(e) from None
-    return [tuple(_value(v) for v in row) for row in rows]
+    columns = [[_value(v) for v in col] for col in zip(*rows, strict=True)] if rows else []
+    if types is not None:
+        columns = [python_values(col, t) for col, t in zip(columns, types, strict=True)]
+    return list(zip(*columns, strict=True)) if rows else []
 
 
-def dataframe(query: exp.Query, views: Mapping[str, str]) -> Any:
-    return session().sql(to_spark_sql(query, views))
+def dataframe(query: exp.Query, views: Mapping[str, str],
+              types: Sequence[str] | None = None) -> Any:
+    df = session().sql(to_spark_sql(query, views))
+    return typed(df, types) if types is not None else df
+
+
+def typed(df: Any, types: Sequence[str]) -> Any:
+    """Cast each output column to its bound type, so a plain read, an index, SUBSCRIBE
+    and a sink all hand back the same types (Spark's own result types differ: a
+    ``sum`` of decimal(12,2) is decimal(22,2), ``int4 + int4`` stays int but an
+    ``avg`` of a double stays double…). Types Spark cannot store (interval) stay."""
+    from pyspark.sql import functions as F
+
+    names = df.columns
+    positional = df.toDF(*[f"_mz_c{i}" for i in range(len(names))])
+    cols = []
+    for i, (name, t) in enumerate(zip(names, types, strict=True)):
+        try:
+            spark_type = parse_type(t).spark
+        except Error:
+            cols.append(F.col(f"_mz_c{i}").alias(name))
+            continue
+        cols.append(F.col(f"_mz_c{i}").cast(spark_type).alias(name))
+    return positional.select(*cols)
 
 
 def _value(v: Any) -> Any:
@@ -251,21 +368,25 @@ def as_utc(v: Any) -> Any:
     return v
 
 
-_ERRORS = (
-    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero"),
+class InvalidInput(EvaluationError):
+    code = "22P02"  # invalid_text_representation, as PostgreSQL says for a bad cast
+
+
+_ERRORS: tuple[tuple[str, str, type[EvaluationError]], ...] = (
+    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero", EvaluationError),
     (r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast to \"(\w+)\"",
-     'Evaluation error: invalid input syntax for type {1}: "{0}"'),
+     'Evaluation error: invalid input syntax for type {1}: "{0}"', InvalidInput),
     (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW",
-     "Evaluation error: numeric field overflow"),
+     "Evaluation error: numeric field overflow", EvaluationError),
 )
 
 
 def translate_error(e: Exception) -> Error:
     """Spark's exception → an mzflow error that reads like Materialize's."""
     text = str(e)
-    for pattern, message in _ERRORS:
+    for pattern, message, kind in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:
-            return EvaluationError(message.format(*m.groups()))
+            return kind(message.format(*m.groups()))
     first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
     return Error(f"query failed in Spark: {first}")
