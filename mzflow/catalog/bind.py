@@ -285,6 +285,7 @@ def _output_types(query: exp.Query, base_types: dict[tuple[str, str], str]) -> l
             for node in q.find_all(exp.Div, exp.Avg, exp.Mod):
                 typer.infer(node)
         else:
+            assert isinstance(q, exp.SetOperation)
             left, right = done.get(id(q.left), []), done.get(id(q.right), [])
             types = [exprtypes.common([a, b]) or exprtypes.UNKNOWN
                      for a, b in zip(left, right, strict=False)]

@@ -175,17 +175,22 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
     """
     root = tree
     for node in reversed(list(tree.find_all(exp.Div, exp.Avg))):
-        new = _division(node) if isinstance(node, exp.Div) else _average(node)
+        if isinstance(node, exp.Div):
+            new = _division(node)
+        else:
+            assert isinstance(node, exp.Avg)
+            new = _average(node)
         if new is node:
             continue
         new.type = node.type
         if node is root:
             root = new
         else:
-            target = node.parent if isinstance(node.parent, exp.Window) and isinstance(
-                node, exp.Avg) else node
-            if target is not node:  # avg(x) OVER w → sum(x) OVER w / count(x) OVER w
-                new = _windowed(target, new)
+            window = node.parent
+            target: exp.Expr = node
+            if isinstance(window, exp.Window):  # avg(x) OVER w → sum(x) OVER w / count…
+                new = _windowed(window, new)
+                target = window
                 if target is root:
                     root = new
             target.replace(new)
