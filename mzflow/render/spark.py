@@ -172,11 +172,16 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
       past 2**53; Spark's ``DIV`` divides integers exactly.
     - ``/`` on numerics and ``avg`` of integers or numerics are numeric with the scale
       the binder chose; Spark would give 6 decimal places (or a double for ``avg(int)``).
+    - ``round`` of a double rounds half to even (C's rint), as Spark's ``bround`` does.
     """
     root = tree
-    for node in reversed(list(tree.find_all(exp.Div, exp.Avg))):
+    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round))):
         if isinstance(node, exp.Div):
             new = _division(node)
+        elif isinstance(node, exp.Round):
+            new = node
+            if node.args.get("decimals") is None and node.is_type(exp.DType.DOUBLE):
+                new = exp.Anonymous(this="BROUND", expressions=[node.this])
         else:
             assert isinstance(node, exp.Avg)
             new = _average(node)
@@ -248,6 +253,24 @@ def _average(node: exp.Avg) -> exp.Expr:
     total.type = exp.DataType.build(f"DECIMAL(38, {_scale(value.type)})")
     count.type = exp.DataType.build("BIGINT")
     return _decimal_quotient(total, count, result) or node
+
+
+def average_sql(total: str, count: str, agg: exp.Avg) -> str:
+    """Spark SQL for an ``avg`` from its kept partials, the columns ``total`` (the sum)
+    and ``count``: the same numeric quotient as :func:`pg_semantics` renders."""
+    result, value = agg.type, agg.this
+    if isinstance(value, exp.Distinct):
+        value = value.expressions[0]
+    plain = f"`{total}` / `{count}`"
+    if result is None or not result.is_type(exp.DType.DECIMAL) or value.type is None:
+        return plain
+    wide = exp.DataType.build(f"DECIMAL(38, {_scale(value.type)})")
+    num = exp.cast(exp.column(total, quoted=True), wide)
+    num.type = wide
+    den = exp.column(count, quoted=True)
+    den.type = exp.DataType.build("BIGINT")
+    quotient = _decimal_quotient(num, den, result)
+    return quotient.sql(dialect="spark") if quotient is not None else plain
 
 
 def _windowed(window: exp.Window, quotient: exp.Expr) -> exp.Expr:
