@@ -18,7 +18,6 @@ import datetime as dt
 import tempfile
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
