@@ -102,8 +102,11 @@ def float4(v: float) -> float:
     packed = struct.pack("<f", v)
     for digits in range(1, 10):
         shortest = float(f"{v:.{digits}g}")
-        if struct.pack("<f", shortest) == packed:
-            return shortest
+        try:
+            if struct.pack("<f", shortest) == packed:
+                return shortest
+        except OverflowError:  # rounded past the largest float4
+            continue
     return v
 
 
