@@ -50,8 +50,8 @@ BATTERY: list[tuple[str, str, str | None]] = [
     ("int_div", "SELECT i / 2, b / i, s / s, 7 / 2 FROM t ORDER BY k", None),
     ("float_arith", "SELECT r + r, r * 2, i + r, f / 4, r + 1.5 FROM t ORDER BY k", None),
     ("numeric_arith", "SELECT n + 1, n * n, n - 0.005, n % 3, n * i FROM t ORDER BY k", None),
-    ("numeric_div", "SELECT n / 3, n / i, i / 3.0 FROM t ORDER BY k", None),
-    ("numeric_div_small", "SELECT n / 1000 FROM t ORDER BY k", DIV_SCALE),
+    ("numeric_div", "SELECT n / 3, n / i, 7 / 3.0 FROM t ORDER BY k", None),
+    ("numeric_div_small", "SELECT n / 1000, i / 3.0 FROM t ORDER BY k", DIV_SCALE),
     ("literals", "SELECT 1, 2147483648, 1.50, 'a', NULL, true, i IS NULL FROM t ORDER BY k",
      None),
     ("casts", "SELECT i::bigint, n::numeric(10,1), CAST(i AS text), '12'::int, 1::bigint, "
@@ -70,10 +70,11 @@ BATTERY: list[tuple[str, str, str | None]] = [
     ("date_functions", "SELECT date_trunc('month', d), date_trunc('day', ts), "
      "extract(year FROM d), d + 1, d - DATE '2026-01-01' FROM t ORDER BY k", None),
     ("date_part", "SELECT date_part('year', d) FROM t ORDER BY k", FUNCTION_NAME),
-    ("null_handling", "SELECT coalesce(i, b), coalesce(n, 0), nullif(i, 2), "
-     "coalesce(x, 'none'), greatest(i, s), least(n, 100) FROM t ORDER BY k", None),
-    ("coalesce_mixed_scale", "SELECT coalesce(i, 1.5) FROM t ORDER BY k", PER_VALUE_SCALE),
-    ("case", "SELECT CASE WHEN i > 2 THEN n ELSE 0 END, "
+    ("null_handling", "SELECT coalesce(i, b), coalesce(n, 0.00), nullif(i, 2), "
+     "coalesce(x, 'none'), greatest(i, s), least(n, 100.00) FROM t ORDER BY k", None),
+    ("mixed_scale", "SELECT coalesce(i, 1.5), coalesce(n, 0), least(n, 100), "
+     "CASE WHEN i > 2 THEN n ELSE 0 END FROM t ORDER BY k", PER_VALUE_SCALE),
+    ("case", "SELECT CASE WHEN i > 2 THEN n ELSE 0.00 END, "
      "CASE WHEN i > 2 THEN i ELSE r END, CASE WHEN i > 2 THEN 'big' END FROM t ORDER BY k",
      None),
     ("strings", "SELECT upper(x), length(x), substring(x FROM 1 FOR 1), trim(x), x || 'z', "

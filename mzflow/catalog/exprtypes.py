@@ -356,7 +356,7 @@ class Typer:
         if isinstance(fn, exp.PercentRank | exp.CumeDist):
             return "double precision"
         if isinstance(fn, exp.Lag | exp.Lead | exp.FirstValue | exp.LastValue | exp.NthValue):
-            return self._args(fn)[0]
+            return unconstrained(self._args(fn)[0])
         return self.infer(fn)
 
     def _rounding(self, node: exp.Expr) -> str | None:

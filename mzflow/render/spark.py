@@ -173,11 +173,14 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
     - ``/`` on numerics and ``avg`` of integers or numerics are numeric with the scale
       the binder chose; Spark would give 6 decimal places (or a double for ``avg(int)``).
     - ``round`` of a double rounds half to even (C's rint), as Spark's ``bround`` does.
+    - An explicit cast to ``varchar(n)`` cuts the text to ``n`` characters.
     """
     root = tree
-    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round))):
+    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, exp.Cast))):
         if isinstance(node, exp.Div):
             new = _division(node)
+        elif isinstance(node, exp.Cast):
+            new = _to_varchar(node)
         elif isinstance(node, exp.Round):
             new = node
             if node.args.get("decimals") is None and node.is_type(exp.DType.DOUBLE):
@@ -200,6 +203,17 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
                     root = new
             target.replace(new)
     return root
+
+
+def _to_varchar(node: exp.Cast) -> exp.Expr:
+    to = node.to
+    if not to.is_type(exp.DType.VARCHAR, exp.DType.CHAR) or not to.expressions:
+        return node
+    length = to.expressions[0]
+    n = (length.this if isinstance(length, exp.DataTypeParam) else length).name
+    text = exp.cast(node.this, exp.DType.TEXT)
+    return exp.Substring(this=text, start=exp.Literal.number(1),
+                         length=exp.Literal.number(int(n)))
 
 
 def _division(node: exp.Div) -> exp.Expr:
