@@ -32,6 +32,9 @@ INTEGERS = ("smallint", "integer", "bigint")
 FLOATS = ("real", "double precision")
 DIV_SCALE = 16  # PostgreSQL's NUMERIC_MIN_SIG_DIGITS
 MAX_SCALE = 32  # leaves six integer digits in a 38-digit decimal
+# Node meta key: the operand types of a division or an average, for the renderer (the
+# IR renames columns, and its new column nodes carry no type).
+OPERANDS = "mzflow_operand_types"
 UNKNOWN = "unknown"  # a string literal or NULL: takes the other operand's type
 TEXT_TYPES = ("text", "character varying", "character")
 
@@ -267,8 +270,10 @@ class Typer:
                 return self.infer(query.selects[0])
             return None
         if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Div | exp.Mod):
-            op = type(node) if not isinstance(node, exp.Mod) else exp.Mod
-            return arithmetic(op, self.infer(node.left), self.infer(node.right))
+            left, right = self.infer(node.left), self.infer(node.right)
+            if isinstance(node, exp.Div):
+                node.meta[OPERANDS] = (to_sqlglot(left), to_sqlglot(right))
+            return arithmetic(type(node), left, right)
         if isinstance(node, exp.IntDiv):
             args = self._args(node)
             return common(args)
@@ -286,6 +291,8 @@ class Typer:
             arg = node.this
             arg_type = ("bigint" if arg is None or isinstance(arg, exp.Star)
                         else self.infer(arg))
+            if isinstance(node, exp.Avg):
+                node.meta[OPERANDS] = (to_sqlglot(arg_type),)
             for extra in list(node.iter_expressions())[1:]:
                 self.infer(extra)
             return _aggregate(node, arg_type)

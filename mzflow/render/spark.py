@@ -26,6 +26,7 @@ from sqlglot import exp
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from mzflow.catalog.exprtypes import OPERANDS
 from mzflow.errors import Error
 from mzflow.storage.types import parse_type, python_values
 
@@ -216,74 +217,97 @@ def _to_varchar(node: exp.Cast) -> exp.Expr:
                          length=exp.Literal.number(int(n)))
 
 
+def _operand(node: exp.Expr, i: int) -> exp.DataType | None:
+    """The type of a division's or an average's ``i``-th operand. The binder records
+    them on the node (``exprtypes.OPERANDS``): lowering to the IR renames columns, and
+    the new column nodes carry no type."""
+    recorded = node.meta.get(OPERANDS)
+    if recorded is not None and i < len(recorded):
+        return recorded[i]
+    operand = node.args.get("this" if i == 0 else "expression")
+    return operand.type if isinstance(operand, exp.Expr) and isinstance(
+        operand.type, exp.DataType) else None
+
+
+def _cast(e: exp.Expr, to: exp.DataType | exp.DType) -> exp.Cast:
+    """Always a new cast: ``exp.cast`` drops it when ``e`` is already a cast to another
+    decimal (it compares the base types only)."""
+    dtype = to if isinstance(to, exp.DataType) else exp.DataType.build(to)
+    cast = exp.Cast(this=e, to=dtype)
+    cast.type = dtype
+    return cast
+
+
+def _is(dtype: exp.DataType | None, *kinds: exp.DType) -> bool:
+    return dtype is not None and dtype.is_type(*kinds)
+
+
 def _division(node: exp.Div) -> exp.Expr:
     left, right, result = node.left, node.right, node.type
+    left_t, right_t = _operand(node, 0), _operand(node, 1)
     ints = exp.DataType.INTEGER_TYPES
-    if left.is_type(*ints) and right.is_type(*ints) and (
-            node.args.get("typed") or (result is not None and result.is_type(*ints))):
-        quotient = exp.IntDiv(this=exp.cast(left, exp.DType.BIGINT),
-                              expression=exp.cast(right, exp.DType.BIGINT))
-        if result is not None and result.is_type(*ints) and not result.is_type(
+    if _is(left_t, *ints) and _is(right_t, *ints) and (
+            node.args.get("typed") or _is(result, *ints)):
+        quotient = exp.IntDiv(this=_cast(left, exp.DType.BIGINT),
+                              expression=_cast(right, exp.DType.BIGINT))
+        if result is not None and _is(result, *ints) and not result.is_type(
                 exp.DType.BIGINT):
-            return exp.cast(quotient, result.copy())
+            return _cast(quotient, result.copy())
         return quotient
     if result is None or not result.is_type(exp.DType.DECIMAL):
         return node
-    return _decimal_quotient(left, right, result) or node
+    return _decimal_quotient(left, right, result, left_t, right_t) or node
 
 
-def _decimal_quotient(num: exp.Expr, den: exp.Expr, result: exp.DataType
+def _decimal_quotient(num: exp.Expr, den: exp.Expr, result: exp.DataType,
+                      num_t: exp.DataType | None, den_t: exp.DataType | None
                       ) -> exp.Expr | None:
     """``num / den`` at the result's scale. Spark types a decimal quotient by its
     operands, so the numerator is cast to leave exactly that scale: with numerator
     ``decimal(38 - s2, t)`` and denominator ``decimal(38, s2)``, Spark's rule (scale
     ``max(6, t + 39)``, cut to keep ``38 - t`` integer digits) gives ``decimal(38, t)``."""
-    t = _scale(result)
-    s2 = _scale(den.type) if den.type is not None and den.is_type(exp.DType.DECIMAL) else 0
-    if any(x.type is None or x.is_type(exp.DType.DOUBLE, exp.DType.FLOAT)
-           for x in (num, den)) or t < 6 or t + s2 > 37:
+    exact = (exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES)
+    if not (_is(num_t, *exact) and _is(den_t, *exact)):
         return None
-    quotient = exp.Div(this=exp.cast(num, exp.DataType.build(f"DECIMAL({38 - s2}, {t})")),
-                       expression=exp.cast(den, exp.DataType.build(f"DECIMAL(38, {s2})")))
-    return exp.cast(quotient, result.copy())
+    t, s2 = _scale(result), _scale(den_t)
+    if t < 6 or t + s2 > 37:
+        return None
+    quotient = exp.Div(this=_cast(num, exp.DataType.build(f"DECIMAL({38 - s2}, {t})")),
+                       expression=_cast(den, exp.DataType.build(f"DECIMAL(38, {s2})")))
+    return _cast(quotient, result.copy())
 
 
 def _average(node: exp.Avg) -> exp.Expr:
     """``avg(x)`` of integers or numerics → ``sum(x) / count(x)`` at the result's scale
     (PostgreSQL's avg is exactly that numeric division)."""
-    result = node.type
-    if result is None or not result.is_type(exp.DType.DECIMAL):
+    result, value_t = node.type, _operand(node, 0)
+    if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
+            value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
         return node
     arg = node.this
     distinct = isinstance(arg, exp.Distinct)
     value = arg.expressions[0] if distinct else arg
-    if value.type is None or not value.is_type(exp.DType.DECIMAL,
-                                               *exp.DataType.INTEGER_TYPES):
-        return node
-    wide = exp.cast(value.copy(), exp.DataType.build(f"DECIMAL(38, {_scale(value.type)})"))
+    wide_t = exp.DataType.build(f"DECIMAL(38, {_scale(value_t)})")
+    wide = _cast(value.copy(), wide_t)
     total = exp.Sum(this=exp.Distinct(expressions=[wide]) if distinct else wide)
     count = exp.Count(this=exp.Distinct(expressions=[value.copy()]) if distinct
                       else value.copy())
-    total.type = exp.DataType.build(f"DECIMAL(38, {_scale(value.type)})")
-    count.type = exp.DataType.build("BIGINT")
-    return _decimal_quotient(total, count, result) or node
+    return _decimal_quotient(total, count, result, wide_t,
+                             exp.DataType.build("BIGINT")) or node
 
 
 def average_sql(total: str, count: str, agg: exp.Avg) -> str:
     """Spark SQL for an ``avg`` from its kept partials, the columns ``total`` (the sum)
     and ``count``: the same numeric quotient as :func:`pg_semantics` renders."""
-    result, value = agg.type, agg.this
-    if isinstance(value, exp.Distinct):
-        value = value.expressions[0]
+    result, value_t = agg.type, _operand(agg, 0)
     plain = f"`{total}` / `{count}`"
-    if result is None or not result.is_type(exp.DType.DECIMAL) or value.type is None:
+    if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
+            value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
         return plain
-    wide = exp.DataType.build(f"DECIMAL(38, {_scale(value.type)})")
-    num = exp.cast(exp.column(total, quoted=True), wide)
-    num.type = wide
-    den = exp.column(count, quoted=True)
-    den.type = exp.DataType.build("BIGINT")
-    quotient = _decimal_quotient(num, den, result)
+    wide = exp.DataType.build(f"DECIMAL(38, {_scale(value_t)})")
+    quotient = _decimal_quotient(_cast(exp.column(total, quoted=True), wide),
+                                 exp.column(count, quoted=True), result, wide,
+                                 exp.DataType.build("BIGINT"))
     return quotient.sql(dialect="spark") if quotient is not None else plain
 
 
