@@ -406,19 +406,19 @@ def typed(df: Any, types: Sequence[str]) -> Any:
     """Cast each output column to its bound type, so a plain read, an index, SUBSCRIBE
     and a sink all hand back the same types (Spark's own result types differ: a
     ``sum`` of decimal(12,2) is decimal(22,2), ``int4 + int4`` stays int but an
-    ``avg`` of a double stays double…). Types Spark cannot store (interval) stay."""
+    ``avg`` of a double stays double…). Types Spark cannot store (interval) stay.
+    The columns are named by position; callers name them."""
     from pyspark.sql import functions as F
 
-    names = df.columns
-    positional = df.toDF(*[f"_mz_c{i}" for i in range(len(names))])
+    # Positional names: a query may name two columns alike (``SELECT x1.a, x2.a``), and
+    # rows collected through Arrow would keep only one of them.
+    positional = df.toDF(*[f"_mz_c{i}" for i in range(len(df.columns))])
     cols = []
-    for i, (name, t) in enumerate(zip(names, types, strict=True)):
+    for i, t in enumerate(types):
         try:
-            spark_type = parse_type(t).spark
+            cols.append(F.col(f"_mz_c{i}").cast(parse_type(t).spark))
         except Error:
-            cols.append(F.col(f"_mz_c{i}").alias(name))
-            continue
-        cols.append(F.col(f"_mz_c{i}").cast(spark_type).alias(name))
+            cols.append(F.col(f"_mz_c{i}"))
     return positional.select(*cols)
 
 
