@@ -390,10 +390,12 @@ def run(query: exp.Query, relations: Mapping[str, Relation],
             rows = dataframe(query, views, types).collect()
         except Exception as e:  # pyspark's errors all derive from Exception
             raise translate_error(e) from None
-    columns = [[_value(v) for v in col] for col in zip(*rows, strict=True)] if rows else []
+    if not rows:
+        return []
+    columns = [[_value(v) for v in col] for col in zip(*rows, strict=True)]
     if types is not None:
         columns = [python_values(col, t) for col, t in zip(columns, types, strict=True)]
-    return list(zip(*columns, strict=True)) if rows else []
+    return list(zip(*columns, strict=True))
 
 
 def dataframe(query: exp.Query, views: Mapping[str, str],
