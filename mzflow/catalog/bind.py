@@ -40,28 +40,6 @@ from mzflow.sql.parse import DIALECT
 UNNAMED = "?column?"
 ROWID_COLUMN = Column(ROWID, "bigint", nullable=False)
 
-# sqlglot type → the name Materialize prints in SHOW COLUMNS / mz_columns.
-_TYPE_NAMES = {
-    "INT": "integer",
-    "SMALLINT": "smallint",
-    "BIGINT": "bigint",
-    "TEXT": "text",
-    "VARCHAR": "character varying",
-    "CHAR": "character",
-    "BOOLEAN": "boolean",
-    "DOUBLE": "double precision",
-    "FLOAT": "real",
-    "DECIMAL": "numeric",
-    "DATE": "date",
-    "TIMESTAMP": "timestamp without time zone",
-    "TIMESTAMPTZ": "timestamp with time zone",
-    "VARBINARY": "bytea",
-    "JSONB": "jsonb",
-    "INTERVAL": "interval",
-    "NULL": "text",
-}
-
-
 @dataclass(frozen=True)
 class Bound:
     query: exp.Query  # qualified: every column carries its relation
@@ -71,16 +49,10 @@ class Bound:
 
 
 def type_name(dtype: exp.DataType | None) -> str:
-    if dtype is None:
-        return "text"
-    key = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
-    name = _TYPE_NAMES.get(key, dtype.sql(dialect=DIALECT).lower())
-    # Keep type modifiers: numeric(12,2) and varchar(10) constrain what may be stored.
-    params = [p.this.name if isinstance(p, exp.DataTypeParam) else p.name
-              for p in dtype.expressions]
-    if params and key in ("DECIMAL", "VARCHAR", "CHAR"):
-        return f"{name}({','.join(params)})"
-    return name
+    """A declared type → the name Materialize prints in SHOW COLUMNS / mz_columns,
+    modifiers kept: numeric(12,2) and varchar(10) constrain what may be stored."""
+    name = exprtypes.from_sqlglot(dtype)
+    return "text" if name == exprtypes.UNKNOWN else name
 
 
 def output_name(projection: exp.Expr) -> str:

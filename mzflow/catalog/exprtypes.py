@@ -27,6 +27,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from mzflow.errors import Unsupported
+from mzflow.sql.parse import DIALECT
 
 INTEGERS = ("smallint", "integer", "bigint")
 FLOATS = ("real", "double precision")
@@ -38,15 +39,13 @@ OPERANDS = "mzflow_operand_types"
 UNKNOWN = "unknown"  # a string literal or NULL: takes the other operand's type
 TEXT_TYPES = ("text", "character varying", "character")
 
-# sqlglot DataType → catalog base name.
+# sqlglot DataType → catalog base name (as Materialize prints it in SHOW COLUMNS).
 _SQLGLOT_NAMES = {
-    "INT": "integer", "SMALLINT": "smallint", "TINYINT": "smallint", "BIGINT": "bigint",
-    "TEXT": "text", "VARCHAR": "character varying", "CHAR": "character",
-    "BOOLEAN": "boolean", "DOUBLE": "double precision", "FLOAT": "real",
-    "DECIMAL": "numeric", "DATE": "date", "TIMESTAMP": "timestamp without time zone",
-    "TIMESTAMPNTZ": "timestamp without time zone", "DATETIME": "timestamp without time zone",
-    "TIMESTAMPTZ": "timestamp with time zone", "VARBINARY": "bytea", "BINARY": "bytea",
-    "JSONB": "jsonb", "JSON": "jsonb", "INTERVAL": "interval",
+    "INT": "integer", "SMALLINT": "smallint", "BIGINT": "bigint", "TEXT": "text",
+    "VARCHAR": "character varying", "CHAR": "character", "BOOLEAN": "boolean",
+    "DOUBLE": "double precision", "FLOAT": "real", "DECIMAL": "numeric", "DATE": "date",
+    "TIMESTAMP": "timestamp without time zone", "TIMESTAMPTZ": "timestamp with time zone",
+    "VARBINARY": "bytea", "JSONB": "jsonb", "INTERVAL": "interval",
 }
 
 
@@ -80,7 +79,7 @@ def from_sqlglot(dtype: exp.DataType | None) -> str:
     key = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
     name = _SQLGLOT_NAMES.get(key)
     if name is None:
-        return dtype.sql(dialect="postgres").lower()
+        return dtype.sql(dialect=DIALECT).lower()
     params = [p.this.name if isinstance(p, exp.DataTypeParam) else p.name
               for p in dtype.expressions]
     if params and name in ("numeric", "character varying", "character"):
