@@ -64,6 +64,19 @@ def test_view_columns_are_typed_and_named_as_postgresql_does(conn, sql, expected
     assert columns(conn, sql) == expected
 
 
+@pytest.mark.parametrize("sql, expected", [
+    ("SELECT i FROM t UNION SELECT b FROM t INTERSECT SELECT s FROM t", [("i", "bigint")]),
+    ("(SELECT i FROM t EXCEPT ALL SELECT i FROM t) UNION ALL (SELECT s FROM t)",
+     [("i", "integer")]),
+    ("SELECT l.m FROM t, LATERAL (SELECT max(n) AS m FROM t AS u WHERE u.i = t.i) AS l",
+     [("m", "numeric(*,2)")]),
+    ("WITH w AS (SELECT sum(i) AS total FROM t) SELECT total FROM w", [("total", "bigint")]),
+])
+def test_set_operations_and_derived_tables_are_typed(conn, sql, expected) -> None:
+    bound = reads.plan(conn.store.snapshot(), parse_query(sql)).bound
+    assert [(c.name, c.type) for c in bound.columns] == expected
+
+
 def test_computed_numerics_keep_the_scale_postgresql_gives_their_values(conn) -> None:
     snap = conn.store.snapshot()
     bound = reads.plan(snap, parse_query(

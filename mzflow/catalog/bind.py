@@ -258,15 +258,26 @@ def _output_types(query: exp.Query, base_types: dict[tuple[str, str], str]) -> l
                 typer.infer(node)
         else:
             assert isinstance(q, exp.SetOperation)
-            left, right = done.get(id(q.left), []), done.get(id(q.right), [])
+            left, right = done.get(id(_unwrap(q.left)), []), done.get(id(_unwrap(q.right)), [])
             types = [exprtypes.common([a, b]) or exprtypes.UNKNOWN
                      for a, b in zip(left, right, strict=False)]
         done[id(q)] = types
+        # The alias a derived table's columns are read under: (SELECT …) AS s,
+        # LATERAL (SELECT …) s, WITH s AS (…).
         holder = q.parent
-        if isinstance(holder, exp.Subquery | exp.CTE) and holder.alias:
+        while isinstance(holder, exp.Subquery | exp.Paren) and not holder.alias:
+            holder = holder.parent
+        if isinstance(holder, exp.Subquery | exp.CTE | exp.Lateral) and holder.alias:
             for name, t in zip(q.named_selects, types, strict=False):
                 column_types[(holder.alias, name)] = t
-    return done.get(id(query), [exprtypes.UNKNOWN] * len(query.selects))
+    types = done.get(id(query), [])
+    return types + [exprtypes.UNKNOWN] * (len(query.selects) - len(types))
+
+
+def _unwrap(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Subquery | exp.Paren) and not node.alias:
+        node = node.this
+    return node
 
 
 def _stored_type(t: str, proj: exp.Expr, reads_user_data: bool) -> str:
@@ -289,9 +300,9 @@ def _schema_type(type_: str) -> str:
 
 
 def _output_names(query: exp.Query, visible: dict[str, object]) -> list[str]:
-    left = query
+    left: exp.Expr = query
     while isinstance(left, exp.SetOperation):
-        left = left.left
+        left = _unwrap(left.left)  # (SELECT …) UNION …: named by the first SELECT
     if not isinstance(left, exp.Select):
         return [UNNAMED] * len(query.selects)
     names: list[str] = []
