@@ -15,7 +15,7 @@ from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 
-from mzflow.catalog import system
+from mzflow.catalog import exprtypes, system
 from mzflow.catalog.model import (
     DATABASE,
     RELATION_KINDS,
@@ -40,28 +40,6 @@ from mzflow.sql.parse import DIALECT
 UNNAMED = "?column?"
 ROWID_COLUMN = Column(ROWID, "bigint", nullable=False)
 
-# sqlglot type → the name Materialize prints in SHOW COLUMNS / mz_columns.
-_TYPE_NAMES = {
-    "INT": "integer",
-    "SMALLINT": "smallint",
-    "BIGINT": "bigint",
-    "TEXT": "text",
-    "VARCHAR": "character varying",
-    "CHAR": "character",
-    "BOOLEAN": "boolean",
-    "DOUBLE": "double precision",
-    "FLOAT": "real",
-    "DECIMAL": "numeric",
-    "DATE": "date",
-    "TIMESTAMP": "timestamp without time zone",
-    "TIMESTAMPTZ": "timestamp with time zone",
-    "VARBINARY": "bytea",
-    "JSONB": "jsonb",
-    "INTERVAL": "interval",
-    "NULL": "text",
-}
-
-
 @dataclass(frozen=True)
 class Bound:
     query: exp.Query  # qualified: every column carries its relation
@@ -71,31 +49,76 @@ class Bound:
 
 
 def type_name(dtype: exp.DataType | None) -> str:
-    if dtype is None:
-        return "text"
-    key = dtype.this.name if hasattr(dtype.this, "name") else str(dtype.this)
-    name = _TYPE_NAMES.get(key, dtype.sql(dialect=DIALECT).lower())
-    # Keep type modifiers: numeric(12,2) and varchar(10) constrain what may be stored.
-    params = [p.this.name if isinstance(p, exp.DataTypeParam) else p.name
-              for p in dtype.expressions]
-    if params and key in ("DECIMAL", "VARCHAR", "CHAR"):
-        return f"{name}({','.join(params)})"
-    return name
+    """A declared type → the name Materialize prints in SHOW COLUMNS / mz_columns,
+    modifiers kept: numeric(12,2) and varchar(10) constrain what may be stored."""
+    name = exprtypes.from_sqlglot(dtype)
+    return "text" if name == exprtypes.UNKNOWN else name
 
 
 def output_name(projection: exp.Expr) -> str:
-    """The column name PostgreSQL gives an un-aliased projection."""
-    if isinstance(projection, exp.Alias):
-        return projection.alias
-    if isinstance(projection, exp.Column):
-        return projection.name
-    if isinstance(projection, exp.Cast) and isinstance(projection.this, exp.Column):
-        return projection.this.name
-    if isinstance(projection, exp.Anonymous):
-        return str(projection.this).lower()
-    if isinstance(projection, exp.Func):
-        return projection.sql_name().lower()
-    return UNNAMED
+    """The column name PostgreSQL gives an un-aliased projection (its FigureColname)."""
+    return _figure_name(projection)[0] or UNNAMED
+
+
+# sqlglot's node → the function name PostgreSQL names the column after, where the two
+# differ (TRIM is btrim in PostgreSQL's grammar; now() is parsed as CURRENT_TIMESTAMP).
+_FUNCTION_NAMES: dict[type[exp.Expr], str] = {
+    exp.TimestampTrunc: "date_trunc", exp.DateTrunc: "date_trunc", exp.Trim: "btrim",
+    exp.StrPosition: "position", exp.GroupConcat: "string_agg", exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or", exp.Pow: "power", exp.CurrentTimestamp: "now",
+    exp.TimeToStr: "to_char", exp.StddevSamp: "stddev_samp", exp.StddevPop: "stddev_pop",
+    exp.VariancePop: "var_pop", exp.Variance: "variance", exp.Extract: "extract",
+}
+# Casts of constants are named after PostgreSQL's internal type name.
+_CAST_NAMES = {
+    "integer": "int4", "bigint": "int8", "smallint": "int2", "boolean": "bool",
+    "double precision": "float8", "real": "float4", "character varying": "varchar",
+    "character": "bpchar", "timestamp without time zone": "timestamp",
+    "timestamp with time zone": "timestamptz",
+}
+
+
+def _figure_name(node: exp.Expr) -> tuple[str | None, int]:
+    """(name, strength) as PostgreSQL's FigureColnameInternal: 2 for a column or
+    function name, 1 for a type name or ``case``, 0 for nothing (``?column?``)."""
+    if isinstance(node, exp.Alias):
+        return node.alias, 2
+    if isinstance(node, exp.Paren):
+        return _figure_name(node.this)
+    if isinstance(node, exp.Column):
+        return (node.name, 2) if not isinstance(node.this, exp.Star) else (None, 0)
+    if isinstance(node, exp.Cast | exp.TryCast):
+        name, strength = _figure_name(node.this)
+        if strength >= 2:
+            return name, strength
+        type_ = exprtypes.base(exprtypes.from_sqlglot(node.to))
+        return _CAST_NAMES.get(type_, type_), 1
+    if isinstance(node, exp.Interval):
+        return "interval", 1
+    if isinstance(node, exp.Window):
+        return _figure_name(node.this)
+    if isinstance(node, exp.Subquery):
+        inner = node.this
+        while isinstance(inner, exp.SetOperation):
+            inner = inner.left
+        if isinstance(inner, exp.Select) and inner.selects:
+            return _figure_name(inner.selects[0])
+        return None, 0
+    if isinstance(node, exp.Exists):
+        return "exists", 2
+    if isinstance(node, exp.Case):
+        default = node.args.get("default")
+        name, strength = _figure_name(default) if default is not None else (None, 0)
+        return (name, strength) if strength >= 2 else ("case", 1)
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower(), 2
+    if isinstance(node, exp.Pad):
+        return ("lpad" if node.args.get("is_left") else "rpad"), 2
+    if type(node) in _FUNCTION_NAMES:
+        return _FUNCTION_NAMES[type(node)], 2
+    if isinstance(node, exp.Func) and not isinstance(node, exp.DPipe):
+        return node.sql_name().lower(), 2
+    return None, 0
 
 
 _PIN = re.compile(r"^mz_(u\d+)_v(\d+)$")
@@ -145,6 +168,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     visible: dict[str, object] = {}
     full: dict[str, object] = {}
     nullable: dict[tuple[str, str], bool] = {}
+    base_types: dict[tuple[str, str], str] = {}
     deps: list[str] = []
     sys_tables: list[str] = []
     for table in query.find_all(exp.Table):
@@ -174,6 +198,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         full[key] = {c.name: _schema_type(c.type) for c in cols + hidden}
         for c in cols + hidden:
             nullable[(alias, c.name)] = c.nullable
+            base_types[(alias, c.name)] = c.type
     names = _output_names(query, visible)
     try:
         # Pass 1 expands * to visible columns only; pass 2 resolves and validates
@@ -188,9 +213,11 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         raise
     except Exception as e:  # sqlglot optimizer internals on constructs it cannot type
         raise Unsupported(f"cannot plan this query: {e}") from None
+    types = _output_types(query, base_types)
     columns = tuple(
-        Column(name=name, type=_type_of(proj, nullable), nullable=_nullable(proj, nullable))
-        for name, proj in zip(names, query.selects, strict=False)
+        Column(name=name, type=_stored_type(t, proj, bool(deps)),
+               nullable=_nullable(proj, nullable))
+        for name, proj, t in zip(names, query.selects, types, strict=False)
     )
     return Bound(query=query, columns=columns, depends_on=tuple(deps),
                  system_tables=tuple(sys_tables))
@@ -205,31 +232,77 @@ def _version_of(item: Item, table: exp.Table) -> int:
     return version
 
 
-def _type_of(proj: exp.Expr, base_columns: dict[tuple[str, str], bool]) -> str:
+def _output_types(query: exp.Query, base_types: dict[tuple[str, str], str]) -> list[str]:
+    """Every expression typed by PostgreSQL's rules (``exprtypes``), innermost query
+    first so a derived table's columns are known before the query reading them."""
+    column_types = dict(base_types)
+    typer = exprtypes.Typer(lambda c: column_types.get((c.table, c.name)))
+    done: dict[int, list[str]] = {}
+    for q in reversed(list(query.find_all(exp.Select, exp.SetOperation, exp.Values))):
+        if isinstance(q, exp.Values):
+            rows = [[typer.infer(v) for v in row.expressions] for row in q.expressions
+                    if isinstance(row, exp.Tuple)]
+            alias = q.args.get("alias")
+            if rows and alias is not None:
+                names = [c.name for c in alias.columns] or [
+                    f"column{i + 1}" for i in range(len(rows[0]))]
+                for i, name in enumerate(names):
+                    column_types[(alias.name, name)] = exprtypes.common(
+                        [r[i] for r in rows if i < len(r)]) or exprtypes.UNKNOWN
+            continue
+        if isinstance(q, exp.Select):
+            types = [typer.infer(p) for p in q.selects]
+            # Divisions and averages outside the select list (WHERE, HAVING, ORDER BY)
+            # need their types too: the renderer reads them.
+            for node in q.find_all(exp.Div, exp.Avg, exp.Mod):
+                typer.infer(node)
+        else:
+            assert isinstance(q, exp.SetOperation)
+            left, right = done.get(id(_unwrap(q.left)), []), done.get(id(_unwrap(q.right)), [])
+            types = [exprtypes.common([a, b]) or exprtypes.UNKNOWN
+                     for a, b in zip(left, right, strict=False)]
+        done[id(q)] = types
+        # The alias a derived table's columns are read under: (SELECT …) AS s,
+        # LATERAL (SELECT …) s, WITH s AS (…).
+        holder = q.parent
+        while isinstance(holder, exp.Subquery | exp.Paren) and not holder.alias:
+            holder = holder.parent
+        if isinstance(holder, exp.Subquery | exp.CTE | exp.Lateral) and holder.alias:
+            for name, t in zip(q.named_selects, types, strict=False):
+                column_types[(holder.alias, name)] = t
+    types = done.get(id(query), [])
+    return types + [exprtypes.UNKNOWN] * (len(query.selects) - len(types))
+
+
+def _unwrap(node: exp.Expr) -> exp.Expr:
+    while isinstance(node, exp.Subquery | exp.Paren) and not node.alias:
+        node = node.this
+    return node
+
+
+def _stored_type(t: str, proj: exp.Expr, reads_user_data: bool) -> str:
+    if exprtypes.base(t) != exprtypes.UNKNOWN:
+        return t
     inner = proj.this if isinstance(proj, exp.Alias) else proj
-    if isinstance(inner, exp.Literal) and inner.is_string:
+    if isinstance(inner, exp.Literal | exp.Null) or not reads_user_data:
         return "text"  # PostgreSQL and Materialize type an unknown-typed literal as text
-    name = type_name(proj.type)
-    # Only a table's own column or a cast carries a type modifier: like PostgreSQL and
-    # Materialize, numeric(15,2) * numeric(15,2), sum(numeric(15,2)) and substring of a
-    # varchar(n) are unconstrained numeric / text (sqlglot keeps the operand's modifier,
-    # which would then reject results with a larger scale or length).
-    keeps = isinstance(inner, exp.Cast) or (
-        isinstance(inner, exp.Column) and (inner.table, inner.name) in base_columns)
-    return name if keeps else name.split("(")[0]
+    # Stored data needs a type; refuse the definition now rather than at its first tick.
+    raise exprtypes.refuse(inner)
 
 
 def _schema_type(type_: str) -> str:
     # sqlglot understands these spellings; keep the schema parseable.
+    if type_.startswith("numeric(*"):
+        return exprtypes.to_sqlglot(type_).sql()
     return {"timestamp without time zone": "timestamp",
             "timestamp with time zone": "timestamptz",
             "character varying": "varchar"}.get(type_, type_)
 
 
 def _output_names(query: exp.Query, visible: dict[str, object]) -> list[str]:
-    left = query
+    left: exp.Expr = query
     while isinstance(left, exp.SetOperation):
-        left = left.left
+        left = _unwrap(left.left)  # (SELECT …) UNION …: named by the first SELECT
     if not isinstance(left, exp.Select):
         return [UNNAMED] * len(query.selects)
     names: list[str] = []

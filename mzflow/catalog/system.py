@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mzflow.catalog import frontiers, normalize, sizes
+from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
@@ -107,7 +108,7 @@ def _kind_rows(kind: str) -> Callable[[Snapshot], list[Row]]:
 
 def _column_rows(snap: Snapshot) -> list[Row]:
     return [
-        (i.id, c.name, pos, c.nullable, c.type)
+        (i.id, c.name, pos, c.nullable, display_name(c.type))
         for i in snap.items if i.kind in RELATION_KINDS
         for pos, c in enumerate(i.columns, start=1)
     ]

@@ -1,7 +1,7 @@
 """Spark DataFrame helpers that every incremental rule shares.
 
 IR expressions are sqlglot trees over bare column names; these turn them into
-Spark SQL (with PostgreSQL's integer division) and apply them to frames. Nothing
+Spark SQL (with PostgreSQL's division, averages and rounding) and apply them to frames. Nothing
 here knows about times, changes or state: that is each rule's business.
 """
 
@@ -12,14 +12,14 @@ from typing import Any
 
 from sqlglot import exp
 
-from mzflow.render.spark import _integer_division
+from mzflow.render.spark import pg_semantics
 
 DIFF = "_mz_diff"  # a change row's multiplicity (+n inserted, -n deleted)
 
 
 def sql(e: exp.Expr) -> str:
-    """An IR expression as Spark SQL."""
-    return e.copy().transform(_integer_division).sql(dialect="spark")
+    """An IR expression as Spark SQL, with PostgreSQL's semantics where Spark's differ."""
+    return pg_semantics(e.copy()).sql(dialect="spark")
 
 
 def project(df: Any, exprs: Sequence[exp.Expr], names: Sequence[str]) -> Any:

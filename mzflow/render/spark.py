@@ -17,7 +17,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +28,9 @@ from sqlglot import exp
 if TYPE_CHECKING:
     import pyarrow as pa
 
+from mzflow.catalog.exprtypes import OPERANDS
 from mzflow.errors import Error
+from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
 _lock = threading.Lock()
@@ -222,9 +224,9 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
             table.set("this", exp.to_identifier(views[table.name]))
             if not table.args.get("alias"):
                 table.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
-    divided = query.transform(_integer_division, copy=False)
-    assert isinstance(divided, exp.Query)
-    query = divided
+    rewritten = pg_semantics(query)
+    assert isinstance(rewritten, exp.Query)
+    query = rewritten
     # Innermost first, so an outer rewrite copies already rewritten subqueries.
     for select in reversed(list(query.find_all(exp.Select))):
         on = select.args.get("distinct") and select.args["distinct"].args.get("on")
@@ -237,17 +239,171 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
     return query.sql(dialect="spark")
 
 
-def _integer_division(node: exp.Expr) -> exp.Expr:
-    """PostgreSQL's ``/`` on integers truncates. sqlglot writes that for Spark as a double
-    division cast back to BIGINT, which is wrong past 2**53 (``9223372036854775807 / 2``);
-    Spark's ``DIV`` divides integers exactly."""
-    if isinstance(node, exp.Div) and node.args.get("typed"):
-        left, right = node.left, node.right
-        if (left.is_type(*exp.DataType.INTEGER_TYPES)
-                and right.is_type(*exp.DataType.INTEGER_TYPES)):
-            return exp.IntDiv(this=exp.cast(left, exp.DType.BIGINT),
-                              expression=exp.cast(right, exp.DType.BIGINT))
-    return node
+def pg_semantics(tree: exp.Expr) -> exp.Expr:
+    """Rewrite what Spark computes differently from PostgreSQL, reading the result types
+    the binder set (``catalog/exprtypes.py``); deepest nodes first, so an outer rewrite
+    sees rewritten operands.
+
+    - ``/`` on integers truncates to the operands' type (int4 / int4 is int4). sqlglot
+      writes that for Spark as a double division cast back to BIGINT, which is wrong
+      past 2**53; Spark's ``DIV`` divides integers exactly.
+    - ``/`` on numerics and ``avg`` of integers or numerics are numeric with the scale
+      the binder chose; Spark would give 6 decimal places (or a double for ``avg(int)``).
+    - ``round`` of a double rounds half to even (C's rint), as Spark's ``bround`` does.
+    - An explicit cast to ``varchar(n)`` cuts the text to ``n`` characters.
+    """
+    root = tree
+    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, exp.Cast))):
+        if isinstance(node, exp.Div):
+            new = _division(node)
+        elif isinstance(node, exp.Cast):
+            new = _to_varchar(node)
+        elif isinstance(node, exp.Round):
+            new = node
+            if node.args.get("decimals") is None and node.is_type(exp.DType.DOUBLE):
+                new = exp.Anonymous(this="BROUND", expressions=[node.this])
+        else:
+            assert isinstance(node, exp.Avg)
+            new = _average(node)
+        if new is node:
+            continue
+        new.type = node.type
+        if node is root:
+            root = new
+        else:
+            window = node.parent
+            target: exp.Expr = node
+            if isinstance(window, exp.Window):  # avg(x) OVER w → sum(x) OVER w / count…
+                new = _windowed(window, new)
+                target = window
+                if target is root:
+                    root = new
+            target.replace(new)
+    return root
+
+
+def _to_varchar(node: exp.Cast) -> exp.Expr:
+    to = node.to
+    if not to.is_type(exp.DType.VARCHAR, exp.DType.CHAR) or not to.expressions:
+        return node
+    length = to.expressions[0]
+    n = (length.this if isinstance(length, exp.DataTypeParam) else length).name
+    text = exp.cast(node.this, exp.DType.TEXT)
+    return exp.Substring(this=text, start=exp.Literal.number(1),
+                         length=exp.Literal.number(int(n)))
+
+
+def _operand(node: exp.Expr, i: int) -> exp.DataType | None:
+    """The type of a division's or an average's ``i``-th operand. The binder records
+    them on the node (``exprtypes.OPERANDS``): lowering to the IR renames columns, and
+    the new column nodes carry no type."""
+    recorded = node.meta.get(OPERANDS)
+    if recorded is not None and i < len(recorded):
+        return recorded[i]
+    operand = node.args.get("this" if i == 0 else "expression")
+    return operand.type if isinstance(operand, exp.Expr) and isinstance(
+        operand.type, exp.DataType) else None
+
+
+def _cast(e: exp.Expr, to: exp.DataType | exp.DType) -> exp.Cast:
+    """Always a new cast: ``exp.cast`` drops it when ``e`` is already a cast to another
+    decimal (it compares the base types only)."""
+    dtype = to if isinstance(to, exp.DataType) else exp.DataType.build(to)
+    cast = exp.Cast(this=e, to=dtype)
+    cast.type = dtype
+    return cast
+
+
+def _is(dtype: exp.DataType | None, *kinds: exp.DType) -> bool:
+    return dtype is not None and dtype.is_type(*kinds)
+
+
+def _division(node: exp.Div) -> exp.Expr:
+    left, right, result = node.left, node.right, node.type
+    left_t, right_t = _operand(node, 0), _operand(node, 1)
+    ints = exp.DataType.INTEGER_TYPES
+    if _is(left_t, *ints) and _is(right_t, *ints) and (
+            node.args.get("typed") or _is(result, *ints)):
+        quotient = exp.IntDiv(this=_cast(left, exp.DType.BIGINT),
+                              expression=_cast(right, exp.DType.BIGINT))
+        if result is not None and _is(result, *ints) and not result.is_type(
+                exp.DType.BIGINT):
+            return _cast(quotient, result.copy())
+        return quotient
+    if result is None or not result.is_type(exp.DType.DECIMAL):
+        return node
+    return _decimal_quotient(left, right, result, left_t, right_t) or node
+
+
+def _decimal_quotient(num: exp.Expr, den: exp.Expr, result: exp.DataType,
+                      num_t: exp.DataType | None, den_t: exp.DataType | None
+                      ) -> exp.Expr | None:
+    """``num / den`` at the result's scale. Spark types a decimal quotient by its
+    operands, so the numerator is cast to leave exactly that scale: with numerator
+    ``decimal(38 - s2, t)`` and denominator ``decimal(38, s2)``, Spark's rule (scale
+    ``max(6, t + 39)``, cut to keep ``38 - t`` integer digits) gives ``decimal(38, t)``."""
+    exact = (exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES)
+    if not (_is(num_t, *exact) and _is(den_t, *exact)):
+        return None
+    t, s2 = _scale(result), _scale(den_t)
+    if t < 6 or t + s2 > 37:
+        return None
+    quotient = exp.Div(this=_cast(num, exp.DataType.build(f"DECIMAL({38 - s2}, {t})")),
+                       expression=_cast(den, exp.DataType.build(f"DECIMAL(38, {s2})")))
+    return _cast(quotient, result.copy())
+
+
+def _average(node: exp.Avg) -> exp.Expr:
+    """``avg(x)`` of integers or numerics → ``sum(x) / count(x)`` at the result's scale
+    (PostgreSQL's avg is exactly that numeric division)."""
+    result, value_t = node.type, _operand(node, 0)
+    if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
+            value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
+        return node
+    arg = node.this
+    distinct = isinstance(arg, exp.Distinct)
+    value = arg.expressions[0] if distinct else arg
+    wide_t = exp.DataType.build(f"DECIMAL(38, {_scale(value_t)})")
+    wide = _cast(value.copy(), wide_t)
+    total = exp.Sum(this=exp.Distinct(expressions=[wide]) if distinct else wide)
+    count = exp.Count(this=exp.Distinct(expressions=[value.copy()]) if distinct
+                      else value.copy())
+    return _decimal_quotient(total, count, result, wide_t,
+                             exp.DataType.build("BIGINT")) or node
+
+
+def average_sql(total: str, count: str, agg: exp.Avg) -> str:
+    """Spark SQL for an ``avg`` from its kept partials, the columns ``total`` (the sum)
+    and ``count``: the same numeric quotient as :func:`pg_semantics` renders."""
+    result, value_t = agg.type, _operand(agg, 0)
+    plain = f"`{total}` / `{count}`"
+    if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
+            value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
+        return plain
+    wide = exp.DataType.build(f"DECIMAL(38, {_scale(value_t)})")
+    quotient = _decimal_quotient(_cast(exp.column(total, quoted=True), wide),
+                                 exp.column(count, quoted=True), result, wide,
+                                 exp.DataType.build("BIGINT"))
+    return quotient.sql(dialect="spark") if quotient is not None else plain
+
+
+def _windowed(window: exp.Window, quotient: exp.Expr) -> exp.Expr:
+    """Put each aggregate of ``quotient`` under its own copy of ``window``."""
+    for agg in list(quotient.find_all(exp.Sum, exp.Count)):
+        over = window.copy()
+        over.set("this", agg.copy())
+        agg.replace(over)
+    return quotient
+
+
+def _scale(dtype: exp.DataType | None) -> int:
+    if dtype is None or not dtype.is_type(exp.DType.DECIMAL):
+        return 0
+    params = dtype.expressions
+    if len(params) < 2:
+        return 10 if not params else 0
+    p = params[1]
+    return int((p.this if isinstance(p, exp.DataTypeParam) else p).name)
 
 
 def _without_distinct_on(select: exp.Select, on: exp.Tuple) -> exp.Select:
@@ -301,18 +457,47 @@ def _without_distinct_on(select: exp.Select, on: exp.Tuple) -> exp.Select:
     return outer
 
 
-def run(query: exp.Query, relations: Mapping[str, Relation]) -> list[tuple[Any, ...]]:
+def run(query: exp.Query, relations: Mapping[str, Relation],
+        types: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
+    """Rows of ``query``; ``types``: the bound columns' catalog types, which the rows
+    are cast to (see :func:`typed`)."""
     with registered(relations) as views:
-        sql = to_spark_sql(query, views)
         try:
-            rows = session().sql(sql).collect()
+            rows = dataframe(query, views, types).collect()
         except Exception as e:  # pyspark's errors all derive from Exception
             raise translate_error(e) from None
-    return [tuple(_value(v) for v in row) for row in rows]
+    if not rows:
+        return []
+    columns = [[_value(v) for v in col] for col in zip(*rows, strict=True)]
+    if types is not None:
+        columns = [python_values(col, t) for col, t in zip(columns, types, strict=True)]
+    return list(zip(*columns, strict=True))
 
 
-def dataframe(query: exp.Query, views: Mapping[str, str]) -> Any:
-    return session().sql(to_spark_sql(query, views))
+def dataframe(query: exp.Query, views: Mapping[str, str],
+              types: Sequence[str] | None = None) -> Any:
+    df = session().sql(to_spark_sql(query, views))
+    return typed(df, types) if types is not None else df
+
+
+def typed(df: Any, types: Sequence[str]) -> Any:
+    """Cast each output column to its bound type, so a plain read, an index, SUBSCRIBE
+    and a sink all hand back the same types (Spark's own result types differ: a
+    ``sum`` of decimal(12,2) is decimal(22,2), ``int4 + int4`` stays int but an
+    ``avg`` of a double stays double…). Types Spark cannot store (interval) stay.
+    The columns are named by position; callers name them."""
+    from pyspark.sql import functions as F
+
+    # Positional names: a query may name two columns alike (``SELECT x1.a, x2.a``), and
+    # rows collected through Arrow would keep only one of them.
+    positional = df.toDF(*[f"_mz_c{i}" for i in range(len(df.columns))])
+    cols = []
+    for i, t in enumerate(types):
+        try:
+            cols.append(F.col(f"_mz_c{i}").cast(parse_type(t).spark))
+        except Error:
+            cols.append(F.col(f"_mz_c{i}"))
+    return positional.select(*cols)
 
 
 def _value(v: Any) -> Any:
@@ -327,21 +512,25 @@ def as_utc(v: Any) -> Any:
     return v
 
 
-_ERRORS = (
-    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero"),
+class InvalidInput(EvaluationError):
+    code = "22P02"  # invalid_text_representation, as PostgreSQL says for a bad cast
+
+
+_ERRORS: tuple[tuple[str, str, type[EvaluationError]], ...] = (
+    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero", EvaluationError),
     (r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast to \"(\w+)\"",
-     'Evaluation error: invalid input syntax for type {1}: "{0}"'),
+     'Evaluation error: invalid input syntax for type {1}: "{0}"', InvalidInput),
     (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW",
-     "Evaluation error: numeric field overflow"),
+     "Evaluation error: numeric field overflow", EvaluationError),
 )
 
 
 def translate_error(e: Exception) -> Error:
     """Spark's exception → an mzflow error that reads like Materialize's."""
     text = str(e)
-    for pattern, message in _ERRORS:
+    for pattern, message, kind in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:
-            return EvaluationError(message.format(*m.groups()))
+            return kind(message.format(*m.groups()))
     first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
     return Error(f"query failed in Spark: {first}")

@@ -100,7 +100,8 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int) -> list[tuple[A
     if p.bound.system_tables:
         raise Error("a query cannot read system tables and user tables together yet")
     check_time(snap, (item for _, item, _ in p.tables), at)
-    rows = spark.run(p.query, relations(p, warehouse, at, snap))
+    rows = spark.run(p.query, relations(p, warehouse, at, snap),
+                     [c.type for c in p.bound.columns])
     tz = [i for i, c in enumerate(p.bound.columns) if c.type == "timestamp with time zone"]
     if tz:
         rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]
@@ -118,7 +119,8 @@ def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa
         return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
     with spark.registered(relations(p, warehouse, at)) as views:
         try:
-            return pa.table(spark.dataframe(p.query, views).toArrow())
+            return pa.table(spark.dataframe(p.query, views, [c.type for c in p.bound.columns]
+                                            ).toArrow())
         except Error:
             raise
         except Exception as e:

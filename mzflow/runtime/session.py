@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from mzflow import config
 from mzflow.catalog import ddl, frontiers, intervals
+from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
@@ -42,6 +43,7 @@ class Result:
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     status: str = ""
     notices: list[str] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)  # a query's column types, as printed
 
 
 @dataclass(frozen=True)
@@ -363,7 +365,7 @@ class Connection:
             rows = reads.run_spark(snap, p, self.config.warehouse, at)
         notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
         return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
-                      notices=notices)
+                      notices=notices, types=[display_name(c.type) for c in p.bound.columns])
 
     def _server(self, snap: Snapshot, cluster_id: int, any_state: bool
                 ) -> Callable[[Item], Item | None]:

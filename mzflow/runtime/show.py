@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mzflow.catalog import normalize, system
+from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
@@ -48,7 +49,7 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     elif kind == "COLUMNS":
         rel = _relation(snap, stmt.args["on"].name)
         columns = ["name", "nullable", "type", "comment"]
-        rows = [(c.name, c.nullable, c.type, snap.comment(rel.id, pos) or "")
+        rows = [(c.name, c.nullable, display_name(c.type), snap.comment(rel.id, pos) or "")
                 for pos, c in enumerate(rel.columns, start=1)]
     elif kind == "FULL MATERIALIZED VIEWS":
         columns, rows = ["cluster", "name", "type"], []

@@ -29,6 +29,7 @@ from mzflow.errors import InvalidOption, WrongObjectType
 from mzflow.runtime import history, reads
 from mzflow.sql import ast
 from mzflow.storage.delta import DIFF
+from mzflow.storage.types import python_values
 
 OPTIONS = ("SNAPSHOT", "PROGRESS")
 
@@ -95,7 +96,8 @@ class Subscription:
         names = [c.name for c in self.source.columns]
         ordered = table.sort_by([(c, "ascending") for c in names]) if table.num_rows else table
         diffs = ordered.column(DIFF).to_pylist()
-        values = [ordered.column(c).to_pylist() for c in names]
+        values = [python_values(ordered.column(c.name).to_pylist(), c.type)
+                  for c in self.source.columns]
         for i, d in enumerate(diffs):
             head: tuple[Any, ...] = (ts, False, d) if self.progress else (ts, d)
             yield head + tuple(col[i] for col in values)

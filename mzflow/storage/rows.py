@@ -25,6 +25,20 @@ class NotNullViolation(Error):
     code = "23502"  # not_null_violation
 
 
+# PostgreSQL's codes for values a column cannot hold (TypeMismatch says 42804, which
+# PostgreSQL reserves for expressions of the wrong type).
+class InvalidTextRepresentation(TypeMismatch):
+    code = "22P02"  # invalid_text_representation
+
+
+class StringTooLong(TypeMismatch):
+    code = "22001"  # string_data_right_truncation
+
+
+class OutOfRange(TypeMismatch):
+    code = "22003"  # numeric_value_out_of_range
+
+
 @dataclass(frozen=True)
 class Target:
     """A column of the table being written."""
@@ -132,11 +146,12 @@ def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.
             try:
                 converted = _convert(value, target.type, arrow)
             except (ValueError, TypeError, InvalidOperation, OverflowError):
-                raise TypeMismatch(f'invalid input syntax for type {target.type}: "{value}"',
+                raise InvalidTextRepresentation(
+                    f'invalid input syntax for type {target.type}: "{value}"',
                                    detail=_where(i, target.name)) from None
             limit = parse_type(target.type).max_length
             if limit is not None and isinstance(converted, str) and len(converted) > limit:
-                raise TypeMismatch(f"value too long for type {target.type}",
+                raise StringTooLong(f"value too long for type {target.type}",
                                    detail=_where(i, target.name))
             if converted is None and not target.nullable:
                 raise NotNullViolation(
@@ -149,7 +164,7 @@ def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.
             bad = _first_bad(out, arrow)
             what = ("numeric field overflow" if pa.types.is_decimal(arrow)
                     else f"value out of range for type {target.type}: {e}")
-            raise TypeMismatch(what, detail=_where(bad, target.name)) from None
+            raise OutOfRange(what, detail=_where(bad, target.name)) from None
     schema = pa.schema([pa.field(t.name, parse_type(t.type).arrow, nullable=t.nullable)
                         for t in targets])
     return pa.Table.from_arrays(arrays, schema=schema)
@@ -187,7 +202,7 @@ def conform(table: pa.Table, targets: Sequence[Target], *, first_row: int = 1) -
             longest = pc.max(lengths).as_py()
             if longest is not None and longest > limit:
                 row = pc.index(pc.greater(lengths, limit), True).as_py() + first_row
-                raise TypeMismatch(f"value too long for type {target.type}",
+                raise StringTooLong(f"value too long for type {target.type}",
                                    detail=_where(row, target.name))
         if not target.nullable and column.null_count:
             nulls = pc.is_null(column)

@@ -4,11 +4,18 @@ A column's type is stored in the catalog as the name Materialize prints
 (``integer``, ``numeric(12,2)``, ``timestamp without time zone``); this module
 parses that name once and knows its Arrow type (what delta-rs writes) and its
 Spark DDL (what Spark reads). ``jsonb`` is stored as text: Delta has no JSON type.
+
+A computed numeric (``sum``, ``avg``, ``a * b``) is ``numeric`` to PostgreSQL, whose
+values carry their own scale; Delta stores one scale per column, so the catalog
+types it ``numeric(*,s)`` (any precision, scale ``s``: see ``catalog/exprtypes.py``)
+and prints it as ``numeric`` (``catalog/exprtypes.py: display_name``).
 """
 
 from __future__ import annotations
 
 import re
+import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -61,11 +68,19 @@ _ALIASES = {
 @lru_cache(maxsize=256)
 def parse_type(name: str) -> SqlType:
     text = re.sub(r"\s+", " ", name.strip().lower())
-    m = re.fullmatch(r"([a-z ]+?)\s*(?:\((\d+)(?:\s*,\s*(\d+))?\))?", text)
+    m = re.fullmatch(r"([a-z ]+?)\s*(?:\((\d+|\*)(?:\s*,\s*(\d+))?\))?", text)
     if not m:
         raise Unsupported(f"type {name!r} is not supported")
     base, p, s = m.group(1).strip(), m.group(2), m.group(3)
     base = _ALIASES.get(base, base)
+    if base == "numeric" and p == "*":
+        scale = int(s or 0)
+        if scale > NUMERIC_DEFAULT[0]:
+            raise Unsupported(f"numeric scale {scale} is outside what Delta stores (0 to 38)")
+        return SqlType(f"numeric(*,{scale})", pa.decimal128(NUMERIC_DEFAULT[0], scale),
+                       f"decimal({NUMERIC_DEFAULT[0]},{scale})")
+    if p == "*":
+        raise Unsupported(f"type {name!r} is not supported")
     if base == "numeric":
         precision, scale = (int(p), int(s or 0)) if p else NUMERIC_DEFAULT
         if not 1 <= precision <= 38 or not 0 <= scale <= precision:
@@ -79,6 +94,27 @@ def parse_type(name: str) -> SqlType:
     if p and base in ("character varying", "character"):
         return SqlType(f"{base}({p})", arrow, spark, max_length=int(p))
     return SqlType(base, arrow, spark)
+
+
+def float4(v: float) -> float:
+    """A ``real`` as PostgreSQL prints it: the shortest decimal that reads back as the
+    same 32-bit float (0.1, not the widened 0.10000000149011612)."""
+    packed = struct.pack("<f", v)
+    for digits in range(1, 10):
+        shortest = float(f"{v:.{digits}g}")
+        try:
+            if struct.pack("<f", shortest) == packed:
+                return shortest
+        except OverflowError:  # rounded past the largest float4
+            continue
+    return v
+
+
+def python_values(values: Sequence[object], type_name: str) -> list[object]:
+    """Column values for clients: a ``real`` column's floats as :func:`float4` prints."""
+    if type_name != "real":
+        return list(values)
+    return [float4(v) if isinstance(v, float) else v for v in values]
 
 
 def arrow_schema(columns: list[tuple[str, str, bool]]) -> pa.Schema:

@@ -26,7 +26,7 @@ from mzflow.incremental.rules.reduce import accumulable
 from mzflow.plan import ir
 from mzflow.render.diffs import key_column
 from mzflow.render.frames import DIFF, sql
-from mzflow.render.spark import from_arrow
+from mzflow.render.spark import average_sql, from_arrow
 from mzflow.storage.delta import KEY, ROWS, StateShard
 
 if TYPE_CHECKING:
@@ -227,7 +227,9 @@ def _finalize(node: ir.Reduce, state: Any) -> Any:
         elif isinstance(agg, exp.Sum):
             exprs.append(f"CASE WHEN `_n{i}` = 0 THEN NULL ELSE `_s{i}` END")
         else:  # AVG
-            exprs.append(f"CASE WHEN `_n{i}` = 0 THEN NULL ELSE `_s{i}` / `_n{i}` END")
+            assert isinstance(agg, exp.Avg)
+            exprs.append(f"CASE WHEN `_n{i}` = 0 THEN NULL ELSE "
+                         f"{average_sql(f'_s{i}', f'_n{i}', agg)} END")
     return state.selectExpr(*[f"{e} AS `{n}`" for e, n in zip(exprs, node.columns,
                                                                strict=True)])
 
