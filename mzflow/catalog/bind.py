@@ -175,6 +175,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         for c in cols + hidden:
             nullable[(alias, c.name)] = c.nullable
     names = _output_names(query, visible)
+    _alias_subquery_projections(query)
     try:
         # Pass 1 expands * to visible columns only; pass 2 resolves and validates
         # every column, hidden ones included.
@@ -194,6 +195,19 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     )
     return Bound(query=query, columns=columns, depends_on=tuple(deps),
                  system_tables=tuple(sys_tables))
+
+
+def _alias_subquery_projections(query: exp.Query) -> None:
+    """Give each unaliased scalar subquery in a select list an ``Alias`` node. sqlglot
+    names it through the subquery's own alias instead, and then cannot resolve an ORDER
+    BY ordinal that points at it. The output names are already taken (``names``)."""
+    for select in list(query.find_all(exp.Select)):
+        for i, proj in enumerate(list(select.selects)):
+            if isinstance(proj, exp.Subquery):
+                alias = proj.alias or f"_col_{i}"
+                proj.set("alias", None)
+                # Not exp.alias_: on a subquery it sets the subquery's own alias again.
+                proj.replace(exp.Alias(this=proj.copy(), alias=exp.to_identifier(alias)))
 
 
 def _version_of(item: Item, table: exp.Table) -> int:

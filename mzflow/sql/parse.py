@@ -11,6 +11,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mzflow.errors import ParseError
 from mzflow.sql.dialect import Mz
+from mzflow.sql.joins import flatten_joins
 
 DIALECT = Mz()
 
@@ -44,7 +45,7 @@ def parse(sql: str) -> list[exp.Expr]:
             raise ParseError(f"{tree.name} is not supported", line=1, column=1)
         # PostgreSQL semantics: unquoted identifiers fold to lower case, quoted ones
         # keep their case. Everything downstream compares names exactly.
-        statements.append(normalize_identifiers(tree, dialect=DIALECT))
+        statements.append(flatten_joins(normalize_identifiers(tree, dialect=DIALECT)))
     return statements
 
 
