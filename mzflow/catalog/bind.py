@@ -31,6 +31,7 @@ from mzflow.errors import (
     InvalidDefinition,
     UnknownColumn,
     UnknownObject,
+    UnknownRelation,
     Unsupported,
     WrongObjectType,
 )
@@ -132,7 +133,7 @@ def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTa
         raise UnknownObject(f"unknown schema '{schema}'")
     found = snap.find(name)
     if found is None:
-        raise UnknownObject(f"unknown catalog item '{name}'")
+        raise UnknownRelation(f"unknown catalog item '{name}'")
     item = found
     if item.kind not in RELATION_KINDS:
         raise WrongObjectType(f"{item.qualified_name} is not a relation")
@@ -299,7 +300,7 @@ def bind_error(e: OptimizeError) -> Error:
         return UnknownColumn(f'column "{m.group(1)}" does not exist')
     m = re.search(r"Unknown table: '?([^'\s]+)'?", msg)
     if m:
-        return UnknownObject(f"unknown catalog item '{m.group(1)}'")
+        return UnknownRelation(f"unknown catalog item '{m.group(1)}'")
     m = re.search(r"Ambiguous column '([^']+)'", msg)
     if m:
         return UnknownColumn(f'column reference "{m.group(1)}" is ambiguous')

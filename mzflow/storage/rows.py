@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mzflow.errors import Error, TypeMismatch
+from mzflow.errors import Error, InvalidTextRepresentation, TypeMismatch
 from mzflow.storage.types import parse_type
 
 
@@ -132,7 +132,8 @@ def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.
             try:
                 converted = _convert(value, target.type, arrow)
             except (ValueError, TypeError, InvalidOperation, OverflowError):
-                raise TypeMismatch(f'invalid input syntax for type {target.type}: "{value}"',
+                raise InvalidTextRepresentation(
+                    f'invalid input syntax for type {target.type}: "{value}"',
                                    detail=_where(i, target.name)) from None
             limit = parse_type(target.type).max_length
             if limit is not None and isinstance(converted, str) and len(converted) > limit:
