@@ -29,6 +29,12 @@ SPACE = "␠"
 # The engine mzflow answers for in SQLite's corpus: records for it run, records that
 # skip it are skipped (counted, with the reason).
 ENGINE = "postgresql"
+SQLITE_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "sqlite"
+# The fixed sample the test suite runs (tests/test_sqlite_corpus.py): every statement of
+# each file, and every N-th query. `make slt` runs every query of every file.
+SAMPLE_EVERY = {
+    "evidence_": 1, "select": 20, "random_": 100, "index_": 100,
+}
 _HASHED = re.compile(r"^(\d+) values hashing to ([0-9a-f]{32})$")
 
 
@@ -329,6 +335,10 @@ def run_file(path: Path, make_conn: Callable[[], mzflow.Connection] | None = Non
     return runner.run(parse_file(path.read_text()))
 
 
+def sample_every(name: str) -> int:
+    return next(n for prefix, n in SAMPLE_EVERY.items() if name.startswith(prefix))
+
+
 def category(why: str) -> str:
     """A failure's kind: an internal exception (a bug: never allowed), a typed error
     where a result was expected (a refusal), or a wrong answer."""
@@ -347,13 +357,15 @@ def main(argv: list[str]) -> int:
     args = argparse.ArgumentParser(description=__doc__)
     args.add_argument("files", nargs="+", type=Path)
     args.add_argument("--every", type=int, default=1, help="run every N-th query only")
+    args.add_argument("--sample", action="store_true",
+                      help="run the test suite's fixed sample (SAMPLE_EVERY)")
     args.add_argument("-v", "--verbose", action="store_true", help="list every skip/failure")
     opts = args.parse_args(argv)
     worst = 0
     totals = Counter[str]()
     for path in opts.files:
         began = time.monotonic()
-        outcome = run_file(path, every=opts.every)
+        outcome = run_file(path, every=sample_every(path.name) if opts.sample else opts.every)
         kinds = Counter(category(why) for _, why in outcome.failed)
         skips = Counter(why for _, why in outcome.skipped)
         print(f"{path.name}: {outcome.summary()} ({dict(kinds)}; skips {dict(skips)}; "
