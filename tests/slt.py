@@ -32,6 +32,7 @@ ENGINE = "postgresql"
 SQLITE_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "sqlite"
 # The fixed sample the test suite runs (tests/test_sqlite_corpus.py): every statement of
 # each file, and every N-th query. `make slt` runs every query of every file.
+EXPECTED_FAILURES = Path(__file__).resolve().parent / "golden" / "sqlite_expected_failures.json"
 SAMPLE_EVERY = {
     "evidence_": 1, "select": 20, "random_": 100, "index_": 100,
 }
@@ -359,10 +360,13 @@ def main(argv: list[str]) -> int:
     args.add_argument("--every", type=int, default=1, help="run every N-th query only")
     args.add_argument("--sample", action="store_true",
                       help="run the test suite's fixed sample (SAMPLE_EVERY)")
+    args.add_argument("--write-expected", action="store_true",
+                      help=f"record the typed failures in {EXPECTED_FAILURES.name}")
     args.add_argument("-v", "--verbose", action="store_true", help="list every skip/failure")
     opts = args.parse_args(argv)
     worst = 0
     totals = Counter[str]()
+    expected: dict[str, dict[str, str]] = {}
     for path in opts.files:
         began = time.monotonic()
         outcome = run_file(path, every=sample_every(path.name) if opts.sample else opts.every)
@@ -378,7 +382,14 @@ def main(argv: list[str]) -> int:
             if opts.verbose or category(why) != "error":
                 print(f"  FAILED line {line}: {why[:300]}")
         worst = max(worst, 1 if outcome.failed else 0)
+        typed = {str(line): why for line, why in outcome.failed if category(why) == "error"}
+        if typed:
+            expected[path.name] = typed
     print(f"total: {dict(totals)}")
+    if opts.write_expected:
+        import json
+
+        EXPECTED_FAILURES.write_text(json.dumps(expected, indent=1, sort_keys=True) + "\n")
     return worst
 
 

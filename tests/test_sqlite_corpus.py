@@ -1,0 +1,39 @@
+"""SQLite's sqllogictest corpus as a standing test: a fixed sample of every file.
+
+Each file runs all of its statements and every N-th query (``slt.SAMPLE_EVERY``).
+No record may give a wrong answer or end in an internal exception. The records that
+still fail with a typed mzflow error are listed, with the error, in
+``golden/sqlite_expected_failures.json``; the list can only shrink: a record that
+starts to pass fails this test until it is removed (``python tests/slt.py --sample
+--write-expected ../shared/conformance/sqlite/*.test`` rewrites the list).
+``make slt`` runs every record of every file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from slt import EXPECTED_FAILURES, SQLITE_CORPUS, category, run_file, sample_every
+
+pytestmark = pytest.mark.slow
+
+FILES = sorted(p.name for p in SQLITE_CORPUS.glob("*.test"))
+
+
+@pytest.mark.skipif(not FILES, reason=f"SQLite corpus not found at {SQLITE_CORPUS}")
+@pytest.mark.parametrize("name", FILES or ["(none)"])
+def test_sqlite_sample(name: str) -> None:
+    outcome = run_file(SQLITE_CORPUS / name, every=sample_every(name))
+    print(f"{name}: {outcome.summary()}")
+    bad = [f"line {line}: {why}" for line, why in outcome.failed if category(why) != "error"]
+    assert not bad, "wrong answers or internal errors:\n" + "\n".join(bad)
+    expected = {int(line): why for line, why in json.loads(
+        Path(EXPECTED_FAILURES).read_text()).get(name, {}).items()}
+    failing = dict(outcome.failed)
+    new = {line: why for line, why in failing.items() if line not in expected}
+    fixed = sorted(set(expected) - set(failing))
+    assert not new, f"records that newly fail: {new}"
+    assert not fixed, f"records that now pass: remove lines {fixed} from {EXPECTED_FAILURES}"
+    assert outcome.passed > 0 or not outcome.failed
