@@ -15,7 +15,7 @@ from sqlglot.errors import ExecuteError, OptimizeError
 from sqlglot.executor import execute
 
 from mzflow.catalog.bind import bind_error
-from mzflow.errors import Error, UnknownFunction, Unsupported
+from mzflow.errors import Error, Unsupported
 from mzflow.sql.parse import DIALECT
 
 Rows = list[tuple[object, ...]]
@@ -38,9 +38,14 @@ def run(query: exp.Query, tables: Mapping[str, tuple[Sequence[str], Rows]]) -> R
     return [tuple(r) for r in result.rows]
 
 
+class NotEvaluable(Unsupported):
+    """The Python executor cannot evaluate this (a function it lacks, NULL arithmetic):
+    a query that reads no catalog table then runs on Spark instead."""
+
+
 def _execute_error(e: ExecuteError) -> Error:
     """The Python executor's failure (it wraps the Python exception) → the error
-    PostgreSQL raises for the same condition."""
+    PostgreSQL raises for the same condition, or :class:`NotEvaluable`."""
     from mzflow.render.spark import evaluation_error  # no pyspark import: only the class
 
     cause = e.__cause__
@@ -54,5 +59,5 @@ def _execute_error(e: ExecuteError) -> Error:
             "22P02")
     m = re.match(r"name '(\w+)' is not defined", text)
     if isinstance(cause, NameError) and m:
-        return UnknownFunction(f"function {m.group(1).lower()} does not exist")
-    return Error(str(e).split("\n")[0])
+        return NotEvaluable(f"function {m.group(1).lower()} does not exist")
+    return NotEvaluable(str(e).split("\n")[0])
