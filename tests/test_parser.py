@@ -86,15 +86,6 @@ def test_parenthesized_joins_are_flattened(sql: str, flat: str) -> None:
     assert tree.sql() == flat
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT 1 FROM x LEFT JOIN (a JOIN b ON p) ON q",
-    "SELECT 1 FROM (a JOIN b ON p) AS j",
-])
-def test_parenthesized_joins_that_do_not_flatten_are_refused(sql: str) -> None:
-    with pytest.raises(mzflow.Unsupported):
-        parse(sql)
-
-
 @pytest.mark.parametrize(("sql", "message", "column"), [
     ("SELEC * FROM t", 'syntax error at or near "SELEC"', 1),
     ("SELECT * FROM t WHERE a = = 1", 'syntax error at or near "="', 27),

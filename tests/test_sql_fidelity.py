@@ -60,6 +60,18 @@ def test_errors_carry_postgres_sqlstates(conn: mzflow.Connection, sql: str, code
     assert message in str(err)
 
 
+@pytest.mark.parametrize("sql", [
+    "SELECT 1 FROM t AS x LEFT JOIN (t AS a JOIN t AS b ON true) ON true",
+    "SELECT j.a FROM (t AS a CROSS JOIN t AS b) AS j",
+])
+def test_parenthesized_joins_that_do_not_flatten_are_refused(conn: mzflow.Connection,
+                                                             sql: str) -> None:
+    conn.execute("CREATE TABLE t (a int)")
+    err = error_of(conn, sql)
+    assert isinstance(err, mzflow.Unsupported), f"{type(err).__name__}: {err}"
+    assert "parenthesized join" in str(err)
+
+
 def test_comment_is_null_removes_the_comment(conn: mzflow.Connection) -> None:
     conn.execute("CREATE TABLE t (a int)")
     conn.execute("COMMENT ON TABLE t IS 'facts'")

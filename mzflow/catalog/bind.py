@@ -151,6 +151,10 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     for table in query.find_all(exp.Table):
         if table.name in cte_names and not table.db:
             continue
+        if table.args.get("joins"):
+            # What sql/joins.py could not flatten; renaming the table would drop its joins.
+            raise Unsupported("a parenthesized join with an alias or on the right of an "
+                              "outer join is not supported yet")
         rel = resolve_relation(snap, table)
         alias = table.alias_or_name
         key = rel.name

@@ -6,14 +6,14 @@ lowering, Spark SQL) expect joins in the SELECT's join list, and a table that
 carries joins silently loses them when it is renamed. Joins associate to the left,
 so a parenthesized join that comes first in FROM is the same join unparenthesized,
 whatever its kinds; on the right of an inner join, a group of inner joins is too,
-once the outer join's ON condition moves onto the group's last join.
+once the outer join's ON condition moves onto the group's last join. Other shapes
+(an alias on the group, the group on the right of an outer join) stay as they are,
+and binding refuses them by name.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
-
-from mzflow.errors import Unsupported
 
 
 def flatten_joins(tree: exp.Expr) -> exp.Expr:
@@ -44,9 +44,7 @@ def _unwrap(rel: exp.Expr) -> tuple[exp.Expr, list[exp.Join]]:
     if not _is_parenthesized_join(rel):
         return rel, []
     if rel.args.get("alias") is not None:
-        raise Unsupported("an alias on a parenthesized join is not supported yet",
-                          hint="join the relations without parentheses and qualify the "
-                               "columns with each relation's own name")
+        return rel, []  # left as it is: binding refuses it
     inner = rel.this
     joins = list(inner.args.get("joins") or [])
     inner.set("joins", None)
@@ -65,14 +63,13 @@ def _inner(join: exp.Join) -> bool:
 def _flatten_join(join: exp.Join) -> list[exp.Join]:
     if not _is_parenthesized_join(join.this):
         return [join]
-    first, rest = _unwrap(join.this)
+    first, rest = _unwrap(join.this.copy())
     if not rest:  # just a parenthesized relation
         join.set("this", first)
         return [join]
     if not _inner(join) or join.args.get("using") or not all(
             _inner(j) and not j.args.get("using") for j in rest):
-        raise Unsupported("a parenthesized join on the right of an outer join or with "
-                          "USING is not supported yet")
+        return [join]  # not the same join unparenthesized: binding refuses it
     on = join.args.get("on")
     head = exp.Join(this=first, kind="CROSS")
     if on is not None:
