@@ -9,12 +9,13 @@ DEMO_HOME ?= .mzflow/demo
 BENCH_SF ?= 1
 BENCH_ARGS ?=
 
-.PHONY: help install demo test lint typecheck pytest fast bench clean
+.PHONY: help install demo test lint typecheck pytest fast bench slt clean
 
 help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
 	@echo "make test       lint, type-check and run the whole test suite"
 	@echo "make fast       the tests that start no Spark, server or child process (-m 'not slow')"
+	@echo "make slt        every record of SQLite's sqllogictest corpus: counts per file (hours)"
 	@echo "make bench      mzflow vs full recompute vs Spark Declarative Pipelines (TPC-H SF $(BENCH_SF))"
 	@echo "make clean      remove the demo home and caches"
 
@@ -61,6 +62,13 @@ test: lint typecheck pytest
 
 fast: install
 	$(PY) -m pytest -m "not slow"
+
+# SQLite's sqllogictest corpus (../shared/conformance/sqlite): every query of every file,
+# pass/fail/skip counts per file. `make slt SLT_ARGS=--sample` runs the test suite's sample.
+SLT_FILES ?= $(wildcard ../shared/conformance/sqlite/*.test)
+SLT_ARGS ?=
+slt: install
+	$(PY) tests/slt.py $(SLT_ARGS) $(SLT_FILES)
 
 # TPC-H at BENCH_SF (default 1); results in bench/results/ (see bench/README.md).
 bench: install

@@ -50,6 +50,16 @@ class UnknownColumn(UnknownObject):
     code = "42703"  # undefined_column
 
 
+class UnknownRelation(UnknownObject):
+    """A table, view or other relation named in a query that does not exist."""
+
+    code = "42P01"  # undefined_table
+
+
+class UnknownFunction(UnknownObject):
+    code = "42883"  # undefined_function
+
+
 class DuplicateObject(Error):
     code = "42710"  # duplicate_object
 
@@ -72,6 +82,12 @@ class WrongObjectType(Error):
 
 class TypeMismatch(Error):
     code = "42804"  # datatype_mismatch
+
+
+class InvalidTextRepresentation(TypeMismatch):
+    """Text that does not read as a value of its type (`invalid input syntax for …`)."""
+
+    code = "22P02"  # invalid_text_representation
 
 
 class Unsupported(Error):

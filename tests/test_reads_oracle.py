@@ -346,13 +346,6 @@ class Case:
         return pytest.param(self, id=self.name, marks=marks)
 
 
-IN_PROJECTION_BUG = (
-    "Spark evaluates an IN/NOT IN subquery outside a WHERE conjunct (here: in the select "
-    "list) as two-valued: x IN (subquery) is FALSE where PostgreSQL gives NULL (x NULL, or "
-    "no match and a NULL in the subquery). RewritePredicateSubquery turns it into an "
-    "ExistenceJoin; open upstream as SPARK-58442. mzflow passes the predicate through "
-    "unchanged (render/spark.py to_spark_sql)")
-
 BATTERY = [
     Case("contents",
          "SELECT 'a' AS t, k, v, s FROM a UNION ALL SELECT 'b', k, w, s FROM b "
@@ -403,9 +396,23 @@ BATTERY = [
          "SELECT k FROM a UNION SELECT k FROM b INTERSECT SELECT k FROM c"),
     Case("in_subquery", "SELECT k, v FROM a WHERE k IN (SELECT k FROM b WHERE w > 0)"),
     Case("not_in_with_nulls", "SELECT k, v FROM a WHERE k NOT IN (SELECT k FROM c)"),
+    # Spark alone is two-valued here (an existence join); plan/subqueries.py rewrites.
     Case("in_subquery_in_projection",
          "SELECT k, v, k IN (SELECT k FROM b WHERE w > 0) AS i, "
-         "k NOT IN (SELECT k FROM c) AS ni FROM a", xfail=IN_PROJECTION_BUG),
+         "k NOT IN (SELECT k FROM c) AS ni FROM a"),
+    Case("quantified_and_in_under_or",
+         "SELECT k, v, k = ANY (SELECT w FROM b WHERE b.s = a.s) AS eq_any, "
+         "v <> ALL (SELECT k FROM c) AS ne_all, "
+         "CASE WHEN v IN (SELECT w FROM b) THEN 'in' ELSE 'not' END AS c FROM a "
+         "WHERE NOT (k IN (SELECT k FROM c) OR v > 4)"),
+    Case("parenthesized_joins",
+         "SELECT x.k, y.s, count(*) AS n FROM (a AS x CROSS JOIN b AS y) "
+         "JOIN (c AS z JOIN a AS w ON z.k = w.k) ON z.k = x.k GROUP BY x.k, y.s"),
+    Case("parenthesized_join_on",
+         "SELECT count(*) AS n, count(b2.k) AS nk FROM (b AS b1 JOIN b AS b2 ON b1.w <= b2.w)"),
+    Case("order_by_ordinal_of_correlated_subquery",
+         "SELECT k, v, s, (SELECT count(*) FROM b WHERE b.w < a.v) FROM a "
+         "ORDER BY 4 DESC, 1, 2, 3", ordered=True),
     Case("exists_correlated",
          "SELECT k, s, EXISTS (SELECT 1 FROM c WHERE c.k = a.k) AS e FROM a "
          "WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.w > a.v)"),

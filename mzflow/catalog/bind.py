@@ -31,6 +31,7 @@ from mzflow.errors import (
     InvalidDefinition,
     UnknownColumn,
     UnknownObject,
+    UnknownRelation,
     Unsupported,
     WrongObjectType,
 )
@@ -155,7 +156,7 @@ def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTa
         raise UnknownObject(f"unknown schema '{schema}'")
     found = snap.find(name)
     if found is None:
-        raise UnknownObject(f"unknown catalog item '{name}'")
+        raise UnknownRelation(f"unknown catalog item '{name}'")
     item = found
     if item.kind not in RELATION_KINDS:
         raise WrongObjectType(f"{item.qualified_name} is not a relation")
@@ -174,6 +175,10 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     for table in query.find_all(exp.Table):
         if table.name in cte_names and not table.db:
             continue
+        if table.args.get("joins"):
+            # What sql/joins.py could not flatten; renaming the table would drop its joins.
+            raise Unsupported("a parenthesized join with an alias or on the right of an "
+                              "outer join is not supported yet")
         rel = resolve_relation(snap, table)
         alias = table.alias_or_name
         key = rel.name
@@ -200,6 +205,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
             nullable[(alias, c.name)] = c.nullable
             base_types[(alias, c.name)] = c.type
     names = _output_names(query, visible)
+    _alias_subquery_projections(query)
     try:
         # Pass 1 expands * to visible columns only; pass 2 resolves and validates
         # every column, hidden ones included.
@@ -221,6 +227,19 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     )
     return Bound(query=query, columns=columns, depends_on=tuple(deps),
                  system_tables=tuple(sys_tables))
+
+
+def _alias_subquery_projections(query: exp.Query) -> None:
+    """Give each unaliased scalar subquery in a select list an ``Alias`` node. sqlglot
+    names it through the subquery's own alias instead, and then cannot resolve an ORDER
+    BY ordinal that points at it. The output names are already taken (``names``)."""
+    for select in list(query.find_all(exp.Select)):
+        for i, proj in enumerate(list(select.selects)):
+            if isinstance(proj, exp.Subquery):
+                alias = proj.alias or f"_col_{i}"
+                proj.set("alias", None)
+                # Not exp.alias_: on a subquery it sets the subquery's own alias again.
+                proj.replace(exp.Alias(this=proj.copy(), alias=exp.to_identifier(alias)))
 
 
 def _version_of(item: Item, table: exp.Table) -> int:
@@ -358,7 +377,7 @@ def bind_error(e: OptimizeError) -> Error:
         return UnknownColumn(f'column "{m.group(1)}" does not exist')
     m = re.search(r"Unknown table: '?([^'\s]+)'?", msg)
     if m:
-        return UnknownObject(f"unknown catalog item '{m.group(1)}'")
+        return UnknownRelation(f"unknown catalog item '{m.group(1)}'")
     m = re.search(r"Ambiguous column '([^']+)'", msg)
     if m:
         return UnknownColumn(f'column reference "{m.group(1)}" is ambiguous')

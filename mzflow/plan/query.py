@@ -13,6 +13,7 @@ from sqlglot import exp
 from mzflow.catalog.bind import Bound, bind, pinned
 from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.plan.inline import inline_views
+from mzflow.plan.subqueries import three_valued_in
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ def plan(snap: Snapshot, query: exp.Query,
                 key = f"mz_idx_{index.id}"
                 table.set("this", exp.to_identifier(key))
                 served[key] = (key, index)
-    inlined = inline_views(snap, bound.query)
+    inlined = three_valued_in(inline_views(snap, bound.query))
     tables: dict[str, tuple[str, Item, int]] = {}
     for table in inlined.find_all(exp.Table):
         pin = pinned(table.name)

@@ -7,6 +7,7 @@ catalog-sized inputs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from sqlglot import exp
@@ -28,7 +29,7 @@ def run(query: exp.Query, tables: Mapping[str, tuple[Sequence[str], Rows]]) -> R
     try:
         result = execute(query, tables=data, schema=schema, dialect=DIALECT)
     except ExecuteError as e:
-        raise Error(_clean(str(e))) from None
+        raise _execute_error(e) from None
     except OptimizeError as e:
         # A name the caller did not bind, such as a column in SHOW … WHERE.
         raise bind_error(e) from None
@@ -37,5 +38,26 @@ def run(query: exp.Query, tables: Mapping[str, tuple[Sequence[str], Rows]]) -> R
     return [tuple(r) for r in result.rows]
 
 
-def _clean(msg: str) -> str:
-    return msg.split("\n")[0]
+class NotEvaluable(Unsupported):
+    """The Python executor cannot evaluate this (a function it lacks, NULL arithmetic):
+    a query that reads no catalog table then runs on Spark instead."""
+
+
+def _execute_error(e: ExecuteError) -> Error:
+    """The Python executor's failure (it wraps the Python exception) → the error
+    PostgreSQL raises for the same condition, or :class:`NotEvaluable`."""
+    from mzflow.render.spark import evaluation_error  # no pyspark import: only the class
+
+    cause = e.__cause__
+    text = str(cause or e)
+    if isinstance(cause, ZeroDivisionError):
+        return evaluation_error("Evaluation error: division by zero", "22012")
+    m = re.match(r"invalid literal for int\(\) with base 10: '(.*)'$", text)
+    if isinstance(cause, ValueError) and m:
+        return evaluation_error(
+            f'Evaluation error: invalid input syntax for type integer: "{m.group(1)}"',
+            "22P02")
+    m = re.match(r"name '(\w+)' is not defined", text)
+    if isinstance(cause, NameError) and m:
+        return NotEvaluable(f"function {m.group(1).lower()} does not exist")
+    return NotEvaluable(str(e).split("\n")[0])

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from mzflow.catalog.exprtypes import OPERANDS
-from mzflow.errors import Error
+from mzflow.errors import Error, UnknownFunction
 from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
@@ -512,25 +512,30 @@ def as_utc(v: Any) -> Any:
     return v
 
 
-class InvalidInput(EvaluationError):
-    code = "22P02"  # invalid_text_representation, as PostgreSQL says for a bad cast
-
-
-_ERRORS: tuple[tuple[str, str, type[EvaluationError]], ...] = (
-    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero", EvaluationError),
+_ERRORS = (  # Spark's error class → Materialize's message and PostgreSQL's SQLSTATE
+    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero", "22012"),
     (r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast to \"(\w+)\"",
-     'Evaluation error: invalid input syntax for type {1}: "{0}"', InvalidInput),
+     'Evaluation error: invalid input syntax for type {1}: "{0}"', "22P02"),
     (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW",
-     "Evaluation error: numeric field overflow", EvaluationError),
+     "Evaluation error: numeric field overflow", "22003"),
 )
+
+
+def evaluation_error(message: str, code: str) -> EvaluationError:
+    err = EvaluationError(message)
+    err.code = code  # the condition's own SQLSTATE, under the data exception class
+    return err
 
 
 def translate_error(e: Exception) -> Error:
     """Spark's exception → an mzflow error that reads like Materialize's."""
     text = str(e)
-    for pattern, message, kind in _ERRORS:
+    for pattern, message, code in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:
-            return kind(message.format(*m.groups()))
+            return evaluation_error(message.format(*m.groups()), code)
+    m = re.search(r"UNRESOLVED_ROUTINE\].*?routine `([^`]+)`", text, flags=re.S)
+    if m:
+        return UnknownFunction(f"function {m.group(1).lower()} does not exist")
     first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
     return Error(f"query failed in Spark: {first}")

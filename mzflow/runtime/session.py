@@ -21,6 +21,7 @@ from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import Error, InvalidOption, Unsupported
 from mzflow.incremental.plan import require_incremental
+from mzflow.render.local import NotEvaluable
 from mzflow.render.spark import EvaluationError
 from mzflow.runtime import explain, maintenance, reads, sinks, tables, ticks
 from mzflow.runtime import show as show_mod
@@ -350,9 +351,15 @@ class Connection:
             # Plan again with the cluster's indexes serving the views they maintain;
             # catalog-only queries never get here and are planned once.
             p = reads.plan(snap, stmt, self._server(snap, cluster.id, strict or at is not None))
+        rows = None
         if not p.needs_spark:
-            rows = reads.run_local(snap, p)
-        else:
+            try:
+                rows = reads.run_local(snap, p)
+            except NotEvaluable:
+                if p.bound.system_tables:
+                    raise
+                # A constant query the in-process executor cannot evaluate: Spark can.
+        if rows is None:
             if at is None:
                 at = snap.read_ts if strict else self._serializable_time(snap, p)
             for _, index in p.indexes:

@@ -113,6 +113,11 @@ class MzParser(MaterializeParser):
                 table.set("alias", alias)
         return self.expression(table)
 
+    # Tokens that start a query (anything else that starts a statement is a key of
+    # STATEMENT_PARSERS, or a word matched by text in _parse_statement).
+    _STATEMENT_STARTS = frozenset({TokenType.SELECT, TokenType.WITH, TokenType.L_PAREN,
+                                   TokenType.VALUES, TokenType.SEMICOLON})
+
     def _parse_statement(self) -> exp.Expr | None:
         if self._curr and self._curr.text.upper() == "RESET":
             self._advance()
@@ -130,6 +135,11 @@ class MzParser(MaterializeParser):
         ):
             # sqlglot would swallow the rest as an opaque Command; we never accept that.
             self.raise_error(f"{self._curr.text.upper()} is not supported")
+        if self._curr and self._curr.token_type not in self.STATEMENT_PARSERS and (
+                self._curr.token_type not in self._STATEMENT_STARTS):
+            # sqlglot would read a bare expression as a statement (`SELEC * FROM t` as
+            # the product of two columns); PostgreSQL points at the first word.
+            self.raise_error(f'syntax error at or near "{self._curr.text}"')
         stmt = super()._parse_statement()
         if isinstance(stmt, exp.Query) and self._as_of_follows():
             self._advance(2)
@@ -140,6 +150,22 @@ class MzParser(MaterializeParser):
             return self.expression(ast.AsOf(this=stmt, at=at, at_least=at_least))
         return stmt
 
+    _in_comment = False
+
+    def _parse_comment(self, allow_exists: bool = True) -> exp.Expr:
+        self._in_comment = True
+        try:
+            return super()._parse_comment(allow_exists)
+        finally:
+            self._in_comment = False
+
+    def _parse_string(self) -> exp.Expr | None:
+        # `COMMENT ON … IS NULL` removes the comment; sqlglot reads only a string there.
+        if self._in_comment and self._prev and self._prev.token_type == TokenType.IS and (
+                self._match(TokenType.NULL)):
+            return exp.Null()
+        return super()._parse_string()
+
     def raise_error(self, message: str, token: Any = None) -> None:
         # sqlglot reports the column where a token ends; people expect where it starts.
         token = token or (None if self._at_end() else self._curr) or self._prev
@@ -149,13 +175,14 @@ class MzParser(MaterializeParser):
         start = min(token.start, len(self.sql))
         line = self.sql.count("\n", 0, start) + 1
         col = start - (self.sql.rfind("\n", 0, start) + 1) + 1
-        if self._at_end() and token is self._prev:
+        at_end = self._at_end() and token is self._prev
+        if at_end:
             # Ran off the end: point just past the last token.
             line = self.sql.count("\n", 0, token.end + 1) + 1
             col = token.end + 1 - (self.sql.rfind("\n", 0, token.end + 1) + 1) + 1
         raise SqlglotParseError.new(
             f"{message}. Line {line}, Col: {col}.", description=message, line=line, col=col,
-            start_context="", highlight=token.text, end_context="",
+            start_context="", highlight="" if at_end else token.text, end_context="",
         )
 
     # -- helpers ---------------------------------------------------------------

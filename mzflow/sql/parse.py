@@ -11,6 +11,7 @@ from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mzflow.errors import ParseError
 from mzflow.sql.dialect import Mz
+from mzflow.sql.joins import flatten_joins
 
 DIALECT = Mz()
 
@@ -44,7 +45,7 @@ def parse(sql: str) -> list[exp.Expr]:
             raise ParseError(f"{tree.name} is not supported", line=1, column=1)
         # PostgreSQL semantics: unquoted identifiers fold to lower case, quoted ones
         # keep their case. Everything downstream compares names exactly.
-        statements.append(normalize_identifiers(tree, dialect=DIALECT))
+        statements.append(flatten_joins(normalize_identifiers(tree, dialect=DIALECT)))
     return statements
 
 
@@ -64,21 +65,27 @@ def parse_query(sql: str) -> exp.Query:
 
 def _parse_error(sql: str, e: SqlglotParseError) -> ParseError:
     first = e.errors[0] if e.errors else {}
-    reason = _readable(first.get("description") or str(e).split(". Line")[0])
+    reason = _readable(first.get("description") or str(e).split(". Line")[0],
+                       first.get("highlight"))
     line = int(first.get("line") or 1)
     col = int(first.get("col") or 1)
     snippet = (first.get("start_context") or "") + (first.get("highlight") or "")
     return ParseError(reason, line=line, column=col, snippet=_caret(sql, line, col) or snippet)
 
 
-def _readable(reason: str) -> str:
+# sqlglot's generic complaints, which name its own node classes: PostgreSQL says
+# "syntax error at or near" the token instead.
+_GENERIC = re.compile(r"Invalid expression / Unexpected token|Required keyword: |"
+                      r"Expected an expression|Expecting ")
+
+
+def _readable(reason: str, token: str | None) -> str:
     """sqlglot's internal phrasing → what a SQL user can act on."""
+    if _GENERIC.match(reason) and token is not None:
+        return f'syntax error at or near "{token}"' if token else (
+            "syntax error at end of input")
     reason = re.sub(r"<Token token_type: [\w.]+, text: (.*?), line: \d+.*?>", r"'\1'", reason)
-    reason = reason.replace("'SENTINEL'", "end of input")
-    m = re.match(r"Required keyword: '\w+' missing for <class '[\w.]+\.(\w+)'>", reason)
-    if m:
-        return f"Expected an expression to complete {m.group(1).upper()}"
-    return reason
+    return reason.replace("'SENTINEL'", "end of input")
 
 
 def _token_error(sql: str, e: TokenError) -> ParseError:

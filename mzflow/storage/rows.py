@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mzflow.errors import Error, TypeMismatch
+from mzflow.errors import Error, InvalidTextRepresentation, TypeMismatch
 from mzflow.storage.types import parse_type
 
 
@@ -26,11 +26,8 @@ class NotNullViolation(Error):
 
 
 # PostgreSQL's codes for values a column cannot hold (TypeMismatch says 42804, which
-# PostgreSQL reserves for expressions of the wrong type).
-class InvalidTextRepresentation(TypeMismatch):
-    code = "22P02"  # invalid_text_representation
-
-
+# PostgreSQL reserves for expressions of the wrong type); 22P02 is errors.py's
+# InvalidTextRepresentation.
 class StringTooLong(TypeMismatch):
     code = "22001"  # string_data_right_truncation
 

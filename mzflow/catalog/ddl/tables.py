@@ -18,6 +18,27 @@ CreateShard = Callable[[Item, int], None]
 AddToShard = Callable[[Item, Column, int], None]
 
 
+# What a user calls each column constraint sqlglot parses (the rest: its SQL keyword).
+_CONSTRAINT_NAMES: dict[type, str] = {
+    exp.PrimaryKeyColumnConstraint: "PRIMARY KEY",
+    exp.UniqueColumnConstraint: "UNIQUE",
+    exp.CheckColumnConstraint: "CHECK",
+    exp.Reference: "FOREIGN KEY",
+    exp.DefaultColumnConstraint: "DEFAULT",
+    exp.GeneratedAsIdentityColumnConstraint: "GENERATED",
+    exp.AutoIncrementColumnConstraint: "AUTOINCREMENT",
+    exp.CollateColumnConstraint: "COLLATE",
+}
+
+
+def _constraint_name(kind: exp.Expr | None) -> str:
+    name = _CONSTRAINT_NAMES.get(type(kind)) if kind is not None else None
+    if name:
+        return name
+    words = normalize.sql(kind).split() if kind is not None else []
+    return words[0].upper() if words else "this column"
+
+
 def _column_def(col: exp.ColumnDef, table: str) -> Column:
     nullable = True
     for constraint in col.constraints:
@@ -29,7 +50,7 @@ def _column_def(col: exp.ColumnDef, table: str) -> Column:
                                     detail="VERSION ADDED appears only in statements the "
                                            "catalog generates for ALTER TABLE … ADD COLUMN")
         else:
-            raise Unsupported(f"column constraint {normalize.sql(constraint)} is not supported")
+            raise Unsupported(f"{_constraint_name(kind)} constraints are not supported")
     dtype = col.args.get("kind")
     if not isinstance(dtype, exp.DataType):
         raise InvalidDefinition(f'column "{col.name}" needs a type')
