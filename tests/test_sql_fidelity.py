@@ -116,6 +116,7 @@ BATCHES = [
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_read_evaluation_errors_carry_sqlstates(conn: mzflow.Connection) -> None:
     conn.execute("CREATE TABLE t (a int, s text)")
     conn.execute("INSERT INTO t VALUES (1, 'x')")
@@ -126,6 +127,7 @@ def test_read_evaluation_errors_carry_sqlstates(conn: mzflow.Connection) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_constant_queries_the_local_executor_cannot_evaluate_run_on_spark(
         conn: mzflow.Connection) -> None:
     # sqlglot's Python executor (for catalog queries) has no NULLIF and fails on - NULL.
@@ -134,6 +136,7 @@ def test_constant_queries_the_local_executor_cannot_evaluate_run_on_spark(
 
 
 @pytest.mark.slow
+@pytest.mark.spark
 def test_maintained_views_match_duckdb(conn: mzflow.Connection) -> None:
     duck = duckdb.connect()
     for stmt in SETUP:

@@ -56,6 +56,7 @@ def test_records_parse_with_conditions_and_hashes_compare() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not FILES, reason=f"SQLite corpus not found at {SQLITE_CORPUS}")
 @pytest.mark.parametrize("name", FILES or ["(none)"])
+@pytest.mark.spark
 def test_sqlite_sample(name: str) -> None:
     outcome = run_file(SQLITE_CORPUS / name, every=sample_every(name))
     print(f"{name}: {outcome.summary()}")

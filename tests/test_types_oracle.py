@@ -27,7 +27,7 @@ import mzflow
 psycopg2 = pytest.importorskip("psycopg2")
 sa = pytest.importorskip("sqlalchemy")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.postgres]
 
 SCHEMA = ("CREATE TABLE t (k int NOT NULL, i int, b bigint, s smallint, n numeric(12,2), "
           "r real, f double precision, x text, d date, ts timestamp, v varchar(5))")

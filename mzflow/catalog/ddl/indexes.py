@@ -52,7 +52,9 @@ def _key(key: IndexKey) -> exp.Expr:
     if key.column is not None:
         return exp.column(key.column, quoted=True)
     assert key.expression is not None  # IndexKey holds one or the other
-    return exp.Paren(this=exp.maybe_parse(key.expression, dialect=normalize.DIALECT))
+    # (as a condition: the statement parser reads a bare expression as a syntax error)
+    return exp.Paren(this=exp.maybe_parse(key.expression, into=exp.Condition,
+                                          dialect=normalize.DIALECT))
 
 
 def create_index(store: Store, stmt: ast.CreateIndex, session_cluster: str) -> Notices:
