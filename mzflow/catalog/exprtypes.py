@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from mzflow.errors import Unsupported
+from mzflow.errors import Error, UnknownFunction, Unsupported
 from mzflow.sql.parse import DIALECT
 
 INTEGERS = ("smallint", "integer", "bigint")
@@ -400,6 +400,8 @@ def _fractional(node: exp.Extract) -> bool:
                     "julian")
 
 
-def refuse(node: exp.Expr) -> Unsupported:
-    return Unsupported(f"cannot determine the type of {node.sql(dialect='postgres')}",
-                       hint="cast it to the type it should have, e.g. CAST(… AS text)")
+def refuse(node: exp.Expr) -> Error:
+    why = f"cannot determine the type of {node.sql(dialect='postgres')}"
+    if isinstance(node, exp.Anonymous):  # a function nobody knows: PostgreSQL's 42883
+        return UnknownFunction(f"function {node.name.lower()} does not exist", detail=why)
+    return Unsupported(why, hint="cast it to the type it should have, e.g. CAST(… AS text)")
