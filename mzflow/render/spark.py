@@ -491,6 +491,10 @@ def typed(df: Any, types: Sequence[str]) -> Any:
     # Positional names: a query may name two columns alike (``SELECT x1.a, x2.a``), and
     # rows collected through Arrow would keep only one of them.
     positional = df.toDF(*[f"_mz_c{i}" for i in range(len(df.columns))])
+    if len(types) != len(df.columns):
+        # The binder did not see every column (a star over `VALUES … AS v(a)` binds to
+        # none yet): Spark's own types, rather than dropping columns.
+        return positional
     cols = []
     for i, t in enumerate(types):
         try:
