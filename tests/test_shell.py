@@ -285,6 +285,9 @@ def test_ctrl_c_during_a_long_read_returns_the_prompt(tmp_path: Path) -> None:
     # 300^5 rows: minutes of work, interrupted.
     term.child.sendline("SELECT count(*) FROM big a, big b, big c, big d, big e;")
     term.child.expect_exact("big e;")
+    # The status line appears once the statement has run for a second: only then is
+    # there a Spark job to cancel (a Ctrl-C during planning raced it under load).
+    term.child.expect_exact("⋯", timeout=120)
     term.child.sendcontrol("c")
     out = term.expect(PROMPT, timeout=120)
     assert "canceling statement due to user request" in out
