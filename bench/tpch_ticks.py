@@ -79,6 +79,7 @@ def main() -> None:
         ticks: dict[str, list[float]] = {n: [] for n in queries}
         recomputes: dict[str, list[float]] = {n: [] for n in queries}
         read: dict[str, list[tuple[int, int]]] = {n: [] for n in queries}
+        jobs: dict[str, list[int]] = {n: [] for n in queries}
         strategies: dict[str, set[str]] = {n: set() for n in queries}
         for i in range(args.repeat):
             batch = data.make_batch(db, n_orders, seed=7000 + i)
@@ -91,6 +92,7 @@ def main() -> None:
                 (report,) = conn.tick(object=name)
                 ticks[name].append(time.perf_counter() - t)
                 read[name].append((report.rows_read, report.files_read))
+                jobs[name].append(report.spark_jobs or 0)
                 strategies[name].add(report.strategy)
                 if report.error:
                     say(f"  {name}: tick error {report.error}")
@@ -98,7 +100,8 @@ def main() -> None:
                 conn.execute(f"SELECT * FROM {name}_plain")
                 recomputes[name].append(time.perf_counter() - t)
                 say(f"  {name}: tick {ticks[name][-1]:.2f} s (read {report.rows_read} rows, "
-                    f"{report.files_read} files, {report.rows_changed} changed), recompute "
+                    f"{report.files_read} files, {report.rows_changed} changed, "
+                    f"{report.spark_jobs} Spark jobs), recompute "
                     f"{recomputes[name][-1]:.2f} s")
                 if not args.no_check:
                     conn.execute("SET cluster = tpch; SET transaction_isolation = "
@@ -112,13 +115,14 @@ def main() -> None:
     print(f"TPC-H SF {args.sf:g}, batches of {n_orders} orders (~{args.batch:g} of "
           f"lineitem), medians of {args.repeat}")
     print(f"{'query':<6} {'tick s':>8} {'recompute s':>12} {'ratio':>7} {'rows read':>11} "
-          f"{'files read':>10}  strategy")
+          f"{'files read':>10} {'jobs':>5}  strategy")
     for name in queries:
         tick, full = statistics.median(ticks[name]), statistics.median(recomputes[name])
         rows = statistics.median(r for r, _ in read[name])
         nfiles = statistics.median(f for _, f in read[name])
         print(f"{name:<6} {tick:>8.2f} {full:>12.2f} {tick / full:>7.2f} {rows:>11.0f} "
-              f"{nfiles:>10.0f}  {', '.join(sorted(strategies[name]))}")
+              f"{nfiles:>10.0f} {statistics.median(jobs[name]):>5.0f}  "
+              f"{', '.join(sorted(strategies[name]))}")
 
 
 if __name__ == "__main__":

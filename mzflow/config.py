@@ -98,6 +98,12 @@ class Tuning:
         "driver; larger ones by a Spark join.")})
     file_size: int = field(default=16 * 1024 * 1024, metadata={"doc": (
         "Target size in bytes of the Parquet files a table write produces.")})
+    arrangements: int = field(default=1, metadata={"doc": (
+        "1: delta joins look up changed keys in arrangements (kept per cluster, sorted "
+        "by join key); 0: they read the tables, pruned by file statistics.")})
+    arrangement_group_rows: int = field(default=256, metadata={"doc": (
+        "Rows per Parquet row group in an arrangement: a key lookup reads whole row "
+        "groups, so smaller ones read less per scattered key and cost more metadata.")})
     plan_cache: int = field(default=256, metadata={"doc": (
         "Change plans kept per process (planning a definition costs ~0.15 s).")})
 

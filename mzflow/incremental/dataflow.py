@@ -33,6 +33,9 @@ class Input:
     # → (change rows with DIFF as Arrow or a DataFrame, rows read); None: unchanged
     changes: Callable[[], tuple[Any, int]] | None
     num_rows: dict[str, Callable[[Sequence[str]], int]] = field(default_factory=dict)
+    versions: dict[str, int | None] = field(default_factory=dict)  # mode → table version
+    # stored column → its arrangement (runtime/tick/arrange.py: Arranged): key lookups
+    arranged: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -58,6 +61,7 @@ class Dataflow:
         self.isin_limit = isin_limit  # key values also pushed into the scan as IN
         self.rows_read = 0
         self.files_read = 0
+        self.lookups: list[tuple[str, str, int, int]] = []  # (arrangement, mode, keys, rows)
         self._deltas: dict[int, Any] = {}
 
     def changed(self, node: Node) -> bool:
@@ -96,11 +100,15 @@ class Dataflow:
         return df.join(keys, cond, "left_semi")
 
     def restriction(self, exprs: tuple[exp.Expr, ...], keys: Any) -> Restriction:
-        keys = keys.toDF(*[f"k{i}" for i in range(len(exprs))]).distinct()
+        """The keys collected (when at most ``collect_limit``) so that reads can prune
+        by them. Keys computed from local rows (change feeds, arrangement lookups)
+        collect without a Spark job; a DISTINCT here would add one, so duplicates are
+        dropped on the driver."""
+        keys = keys.toDF(*[f"k{i}" for i in range(len(exprs))])
         rows = keys.limit(self.collect_limit + 1).collect()
         if len(rows) > self.collect_limit:
-            return Restriction(exprs, keys, None)
-        values = [tuple(row) for row in rows]
+            return Restriction(exprs, keys.distinct(), None)
+        values = list(dict.fromkeys(tuple(row) for row in rows))
         local = self.spark.createDataFrame(values, keys.schema) if values else keys.limit(0)
         return Restriction(exprs, local, values)
 

@@ -23,26 +23,27 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mzflow.errors import Error
+from mzflow.render.frames import picked, quoted
 from mzflow.render.spark import session
 from mzflow.storage.delta import COUNT, DIFF, KEY
 
 
 def canonical(df: Any, columns: Sequence[str], spark_types: Sequence[str]) -> Any:
     """``df``'s first len(columns) columns, renamed and cast to the stored types."""
-    from pyspark.sql import functions as F
-
     src = df.columns
-    return df.select(*[F.col(f"`{s}`").cast(t).alias(c)
-                       for s, c, t in zip(src, columns, spark_types, strict=False)],
-                     *[F.col(f"`{s}`") for s in src[len(columns):]])
+    return df.selectExpr(*[f"CAST({quoted(s)} AS {t}) AS {quoted(c)}"
+                           for s, c, t in zip(src, columns, spark_types, strict=False)],
+                         *[quoted(s) for s in src[len(columns):]])
 
 
 def key_column(df: Any, columns: Sequence[str]) -> Any:
     from pyspark.sql import functions as F
 
-    # to_json of the whole row: NULLs and values of every type hash distinctly.
-    struct = F.struct(*[F.col(f"`{c}`").alias(f"c{i}") for i, c in enumerate(columns)])
-    return F.sha2(F.to_json(struct, {"ignoreNullFields": "false"}), 256)
+    # to_json of the whole row: NULLs and values of every type hash distinctly. (One
+    # SQL string: a Column per field would cost a call into the JVM each.)
+    fields = ", ".join(f"'c{i}', {quoted(c)}" for i, c in enumerate(columns))
+    return F.expr(f"sha2(to_json(named_struct({fields}), map('ignoreNullFields', 'false')), "
+                  "256)")
 
 
 def _old(old_files: Sequence[str], old_schema_ddl: str) -> Any:
@@ -70,11 +71,10 @@ def _path(uri: str) -> str:
 def _keyed(df: Any, columns: Sequence[str], spark_types: Sequence[str],
            extra: Sequence[str] = ()) -> pa.Table:
     """Spark: canonical values, ``extra`` columns and the key, collected to Arrow."""
-    from pyspark.sql import functions as F
 
     df = canonical(df, columns, spark_types)
-    return pa.table(df.select(*[F.col(f"`{c}`") for c in [*columns, *extra]],
-                              key_column(df, columns).alias(KEY)).toArrow())
+    return pa.table(picked(df, [*columns, *extra]).withColumn(KEY, key_column(df, columns))
+                    .toArrow())
 
 
 def _read_old(old_files: Sequence[str], columns: Sequence[str] | None,

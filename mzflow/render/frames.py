@@ -17,6 +17,22 @@ from mzflow.render.spark import pg_semantics
 DIFF = "_mz_diff"  # a change row's multiplicity (+n inserted, -n deleted)
 
 
+def quoted(name: str) -> str:
+    """A column name as a Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def renamed(df: Any, pairs: Sequence[tuple[str, str]]) -> Any:
+    """``df`` projected to (source, name) pairs. One string expression per column keeps
+    a projection one call into the JVM (a Column object per column costs one each, and
+    a tick's plan has hundreds)."""
+    return df.selectExpr(*[f"{quoted(s)} AS {quoted(n)}" for s, n in pairs])
+
+
+def picked(df: Any, columns: Sequence[str]) -> Any:
+    return df.selectExpr(*[quoted(c) for c in columns])
+
+
 def sql(e: exp.Expr) -> str:
     """An IR expression as Spark SQL, with PostgreSQL's semantics where Spark's differ."""
     return pg_semantics(e.copy()).sql(dialect="spark")

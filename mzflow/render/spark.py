@@ -171,6 +171,31 @@ def from_arrow(table: pa.Table) -> Any:
     return session().createDataFrame(table.combine_chunks())
 
 
+# An incremental tick's inputs are mostly local rows (change feeds, arrangement
+# lookups), where what costs is Spark's fixed price per job. Adaptive execution runs
+# each shuffle stage as a job of its own and a broadcast join adds one more; without
+# them an action is one job, whatever the plan (a join + aggregate: 3-4 jobs → 1).
+_FEW_JOBS = {"spark.sql.adaptive.enabled": "false",
+             "spark.sql.autoBroadcastJoinThreshold": "-1"}
+
+
+@contextmanager
+def few_jobs() -> Iterator[None]:
+    """Run the block with one Spark job per action (restored afterwards)."""
+    conf = session().conf
+    saved = {k: conf.get(k, None) for k in _FEW_JOBS}
+    for k, v in _FEW_JOBS.items():
+        conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                conf.unset(k)
+            else:
+                conf.set(k, v)
+
+
 @contextmanager
 def counting_jobs() -> Iterator[Callable[[], int | None]]:
     """Count the Spark jobs run inside the block (a tick's), by a job group of its own

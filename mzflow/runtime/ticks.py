@@ -28,7 +28,7 @@ from mzflow.incremental.rules.base import RECOMPUTE, Strategy
 from mzflow.plan.ir import Node
 from mzflow.reasons import R_HISTORY, R_MEASURING
 from mzflow.runtime import reads
-from mzflow.runtime.tick import commit, execute, inputs
+from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
 
 __all__ = ["TickReport", "index_shard", "indexes_to_tick", "last_switch", "tick_index"]
@@ -179,7 +179,11 @@ class _Tick:
             if d.rebuild and self.since >= 0:  # every input row, as the first tick reads them
                 gathered = inputs.gather(self.snap, self.warehouse, self._root(), -1, self.at)
             assert gathered is not None
-            changed = execute.incremental(self.target, gathered[0], d.mode, self.since,
+            cluster_id = self.plan.index.cluster_id
+            arranged = gathered[0] if cluster_id is None else arrange.maintain(
+                self.snap, self.warehouse, cluster_id, self._root(), gathered[0], self.at,
+                self.target.tuning)
+            changed = execute.incremental(self.target, arranged, d.mode, self.since,
                                           d.rebuild, self.at, self.warehouse, self.counters)
             if d.measure:
                 execute.time_recompute(self.target, self.query, self.warehouse, self.at,

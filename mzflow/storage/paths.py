@@ -3,6 +3,7 @@ builds these paths (tables, indexes, the state an index keeps)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 
@@ -17,3 +18,17 @@ def index(warehouse: Path, index_id: str) -> Path:
 def state(warehouse: Path, index_id: str) -> Path:
     """The partials a state-mode index keeps (beside the index, dropped with it)."""
     return warehouse / f"{index_id}.state"
+
+
+def arrangements(warehouse: Path, cluster_id: int) -> Path:
+    """Where one cluster's arrangements live (each cluster keeps its own, as in
+    Materialize, where an arrangement is in one cluster's memory)."""
+    return warehouse / "arrangements" / f"c{cluster_id}"
+
+
+def arrangement(warehouse: Path, cluster_id: int, table_id: str, column: str) -> Path:
+    """One table's rows arranged by one stored column."""
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in column)
+    if safe != column:  # two columns that only differ in odd characters stay apart
+        safe += "_" + hashlib.sha1(column.encode()).hexdigest()[:8]
+    return arrangements(warehouse, cluster_id) / f"{table_id}.{safe}"

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
-from mzflow.render.frames import DIFF, plain
+from mzflow.render.frames import DIFF, plain, renamed
 from mzflow.render.spark import from_arrow
 
 if TYPE_CHECKING:
@@ -43,13 +43,15 @@ class Get(Rule):
         pruned_on = plain(r.exprs[0]) if r is not None else None
         if r is not None and r.values is not None and pruned_on is not None:
             stored = node.stored[node.columns.index(pruned_on)]
+            looked_up = lookup(flow, node, mode, stored, [v[0] for v in r.values])
+            if looked_up is not None:
+                return looked_up if len(r.exprs) == 1 else flow.restrict(looked_up, r)
             files = prune(files, inp.stats[mode](), stored, [v[0] for v in r.values])
         flow.files_read += len(files)
         flow.rows_read += inp.num_rows[mode](files) if files else 0
         if not files:
             return empty(flow, node)
-        df = flow.spark.read.schema(inp.schema_ddl).parquet(*files).select(
-            *[F.col(f"`{s}`").alias(n) for s, n in zip(node.stored, node.columns, strict=True)])
+        df = renamed(flow.spark.read.schema(inp.schema_ddl).parquet(*files), _pairs(node))
         if r is not None and r.values is not None and pruned_on is not None and len(
                 r.values) <= flow.isin_limit and all(v[0] is not None for v in r.values):
             # A literal IN list reaches the Parquet reader, which skips row groups.
@@ -65,18 +67,37 @@ class Get(Rule):
         flow.rows_read += rows
         # (a Spark Connect DataFrame answers every attribute, so test the type)
         df = from_arrow(changes) if isinstance(changes, pa.Table) else changes
-        return df.select(*[F.col(f"`{s}`").alias(n) for s, n in zip(
-            node.stored, node.columns, strict=True)], F.col(DIFF).cast("bigint").alias(DIFF))
+        return renamed(df.withColumn(DIFF, F.col(DIFF).cast("bigint")),
+                       [*_pairs(node), (DIFF, DIFF)])
+
+
+def lookup(flow: Dataflow, node: ir.Get, mode: str, stored: str, values: list[Any]
+           ) -> Any | None:
+    """The rows whose ``stored`` column holds one of ``values``, from the table's
+    arrangement on that column: local rows, read from the few row groups that can
+    hold the keys (None: no arrangement serves this table, column and time)."""
+
+    arranged = flow.inputs[node.ref].arranged.get(stored)
+    if arranged is None:
+        return None
+    found = arranged.lookup(mode, values, list(dict.fromkeys(node.stored)))
+    if found is None:
+        return None
+    flow.rows_read += found.read
+    flow.lookups.append((arranged.need.id, mode, len(values), found.read))
+    return renamed(from_arrow(found.rows), _pairs(node))
 
 
 def empty(flow: Dataflow, node: ir.Get) -> Any:
     """An empty frame with the table's columns and types (a table that did not exist)."""
-    from pyspark.sql import functions as F
 
     inp = flow.inputs[node.ref]
     frame = flow.spark.createDataFrame([], inp.schema_ddl)
-    return frame.select(*[F.col(f"`{s}`").alias(n)
-                          for s, n in zip(node.stored, node.columns, strict=True)]).limit(0)
+    return renamed(frame, _pairs(node)).limit(0)
+
+
+def _pairs(node: ir.Get) -> list[tuple[str, str]]:
+    return list(zip(node.stored, node.columns, strict=True))
 
 
 def prune(files: list[str], actions: Any, column: str, values: list[Any]) -> list[str]:

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
-from mzflow.render.frames import DIFF, columns_of, plain, sql
+from mzflow.render.frames import DIFF, columns_of, picked, plain, sql
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction
@@ -50,8 +50,6 @@ class Join(Rule):
         return flow.restrict(join(dfs, node.predicates), top)
 
     def delta(self, flow: Dataflow, node: ir.Join) -> Any:
-        from pyspark.sql import functions as F
-
         from mzflow.incremental.dataflow import NEW, OLD
 
         out = None
@@ -59,25 +57,38 @@ class Join(Rule):
             d = flow.delta(part)
             if d is None:
                 continue
-            dfs: list[Any] = []
-            for j, other in enumerate(node.parts):
-                if j == i:
-                    dfs.append(d)
-                    continue
-                mode = NEW if j < i else OLD
-                # Any column of part j equal (transitively) to a column of part i can
-                # only join rows whose value the change rows carry.
-                r = None
-                for cx in part.columns:
-                    match = [cy for y, cy in equivalent(node, (i, cx)) if y == j]
-                    if match:
-                        r = flow.restriction((ir.col(match[0]),), d.select(F.col(f"`{cx}`")))
-                        break
-                dfs.append(flow.full(other, mode, r))
-            term = join(dfs, node.predicates).select(
-                *[F.col(f"`{c}`") for c in node.columns + (DIFF,)])
+            dfs = {i: d}
+            # Inputs are read outward from the changed one, each restricted to the keys
+            # of an input already read that it joins with: a chain of lookups (line
+            # items → their orders → those orders' customers) reads only rows that can
+            # join. An input read by an arrangement lookup is local rows, so taking its
+            # keys runs no Spark job; one read from files only passes on the change's.
+            sources = [i]
+            pending = [j for j in range(len(node.parts)) if j != i]
+            while pending:
+                j, r = _next(flow, node, dfs, sources, pending)
+                before = len(flow.lookups)
+                dfs[j] = flow.full(node.parts[j], NEW if j < i else OLD, r)
+                if r is not None and len(flow.lookups) > before:
+                    sources.append(j)
+                pending.remove(j)
+            term = picked(join([dfs[k] for k in range(len(node.parts))], node.predicates),
+                          node.columns + (DIFF,))
             out = term if out is None else out.unionAll(term)
         return out
+
+
+def _next(flow: Dataflow, node: ir.Join, dfs: dict[int, Any], sources: list[int],
+          pending: list[int]) -> tuple[int, Restriction | None]:
+    """The next input to read and the keys that restrict it: the first one that a
+    source input (the change first) is equal to on some column; else the first one,
+    unrestricted."""
+    for y in sources:
+        for cy in node.parts[y].columns:
+            for j, cj in equivalent(node, (y, cy)):
+                if j in pending:
+                    return j, flow.restriction((ir.col(cj),), picked(dfs[y], [cy]))
+    return pending[0], None
 
 
 def join(dfs: list[Any], predicates: Sequence[exp.Expr]) -> Any:

@@ -121,6 +121,14 @@ def time_recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: C
 
 def incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
                 warehouse: Path, n: Counters) -> pa.Table | None:
+    from mzflow.render import spark
+
+    with spark.few_jobs():
+        return _incremental(t, inputs, mode, since, rebuild, at, warehouse, n)
+
+
+def _incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
+                 warehouse: Path, n: Counters) -> pa.Table | None:
     """The index's changes by the rules: propagated through the tree (delta mode) or
     merged into the kept GROUP BY state (state mode, which commits the state here,
     before the index, under its own idempotency key)."""

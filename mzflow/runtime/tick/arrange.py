@@ -1,0 +1,151 @@
+"""A tick's arrangements: the cluster's arranged tables brought up to the tick's
+time before its joins look keys up in them.
+
+Each (table, column) a plan's joins use (``incremental/arrangements.py``) has one
+arrangement per cluster, shared by every index of the cluster that needs it. A
+tick appends the table's changes since the arrangement's frontier as one batch
+(the change feed the tick reads anyway, when the frontiers agree), then lets
+older batches merge. An arrangement that does not exist yet is built from the
+table at the tick's old time, so that the tick can already read both times from
+it. Everything here is idempotent per (arrangement, version range): a tick killed
+or run twice leaves batches the next reader either reuses or ignores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from mzflow.catalog.model import Snapshot
+from mzflow.config import Tuning
+from mzflow.incremental.arrangements import Need, needs
+from mzflow.incremental.dataflow import NEW, OLD, Input
+from mzflow.plan.ir import Node
+from mzflow.storage import paths
+from mzflow.storage.arrangement import ArrangementShard, Batch, Lookup
+from mzflow.storage.delta import DIFF, Shard
+
+# Open arrangement shards, process-wide: an open Delta table reads only the commits
+# since it was last read, so a tick's bookkeeping does not grow with the history.
+_OPEN: dict[str, ArrangementShard] = {}
+
+
+def shard(warehouse: Path, cluster_id: int, need: Need) -> ArrangementShard:
+    path = paths.arrangement(warehouse, cluster_id, need.item_id, need.column)
+    hit = _OPEN.get(str(path))
+    if hit is None or not hit.exists():
+        hit = _OPEN[str(path)] = ArrangementShard(path, need.column)
+    return hit
+
+
+@dataclass
+class Arranged:
+    """One arrangement as a tick reads it: its batches at the tick's start, and the
+    table versions of the tick's two times."""
+
+    need: Need
+    shard: ArrangementShard
+    batches: list[Batch]
+    versions: dict[str, int | None]
+    read: list[int] = field(default_factory=lambda: [0])  # rows its lookups read
+
+    def lookup(self, mode: str, values: Sequence[Any], columns: list[str]) -> Lookup | None:
+        """The table's rows at ``mode``'s time whose key is among ``values`` (None: the
+        arrangement cannot serve that time; the caller reads the table)."""
+        version = self.versions[mode]
+        if version is None:
+            return None
+        chain = self.shard.chain(version, self.batches)
+        if chain is None:
+            return None
+        found = self.shard.lookup(chain, list(values), columns)
+        if found is not None:
+            self.read[0] += found.read
+        return found
+
+
+def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
+             inputs: dict[str, Input], at: int, tuning: Tuning) -> dict[str, Input]:
+    """``inputs`` with each arranged table's arrangements attached, brought up to the
+    tick's new time first."""
+    if not tuning.arrangements:
+        return inputs
+    by_item: dict[str, list[Need]] = {}
+    for need in needs(root):
+        by_item.setdefault(need.item_id, []).append(need)
+    out = dict(inputs)
+    for ref, inp in inputs.items():
+        item_id = ref_item(root, ref)
+        arranged = dict(inp.arranged)
+        for need in by_item.get(item_id, []):
+            arr = shard(warehouse, cluster_id, need)
+            _catch_up(arr, Shard(paths.table(warehouse, item_id)), inp, at, tuning)
+            arranged[need.column] = Arranged(need, arr, arr.batches(), inp.versions)
+        out[ref] = dataclasses.replace(inp, arranged=arranged)
+    return out
+
+
+def ref_item(root: Node, ref: str) -> str:
+    return next(g.item_id for g in root.gets() if g.ref == ref)
+
+
+def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: Tuning
+              ) -> None:
+    new_v, old_v = inp.versions[NEW], inp.versions[OLD]
+    assert new_v is not None
+    write = {"group_rows": max(1, tuning.arrangement_group_rows),
+             "file_size": tuning.file_size}
+    frontier = arr.frontier()
+    if frontier is None:
+        if arr.exists():  # batches that no longer form a chain: start over
+            shutil.rmtree(arr.path)
+        base = old_v if old_v is not None else new_v
+        files = inp.files[OLD if old_v is not None else NEW] or ()
+        arr.add_batch(_rows_of(files, table, base), -1, base, at, **write)
+        frontier = base
+    if frontier >= new_v:
+        return
+    if frontier == old_v and inp.changes is not None:
+        changes, _ = inp.changes()  # the change feed the tick reads anyway
+    else:
+        changes = table.change_rows(frontier, new_v)
+    if not isinstance(changes, pa.Table):  # a hydrating tick's Spark frame: read anew
+        changes = table.change_rows(frontier, new_v)
+    arr.add_batch(changes, frontier, new_v, at, **write)
+    _merge(arr, frontier, at, write)
+
+
+def _merge(arr: ArrangementShard, before: int, at: int, write: dict[str, int]) -> None:
+    """Merge batches no newer than ``before`` like a binary counter: the youngest two
+    while the older is not larger. The batch just appended stays apart, so the
+    boundary at ``before`` (the old time of the cluster's next ticks) stays readable."""
+    chain = arr.chain()
+    if chain is None:
+        return
+    older = [b for b in chain if b.upto <= before]
+    run = [older.pop()] if older else []
+    while older and older[-1].rows <= sum(b.rows for b in run):
+        run.insert(0, older.pop())
+    if len(run) >= 2:
+        arr.merge(run, at, **write)
+
+
+def _rows_of(files: Sequence[str], table: Shard, version: int) -> pa.Table:
+    """A table's rows at ``version`` (its files) with diff 1: an arrangement's first
+    batch. Files written before an ADD COLUMN lack it: NULL there."""
+    import pyarrow.parquet as pq
+
+    parts = [pq.read_table(f.removeprefix("file://")) for f in files]
+    if parts:
+        rows = pa.concat_tables(parts, promote_options="default")
+    else:
+        rows = table.arrow_schema(version).empty_table()
+    rows = rows.cast(pa.schema([f.with_type(pa.string()) if f.type == pa.string_view()
+                                else f for f in rows.schema]))
+    return rows.append_column(DIFF, pa.array([1] * rows.num_rows, pa.int64()))

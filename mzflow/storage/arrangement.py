@@ -1,0 +1,254 @@
+"""An arrangement: a table's rows kept sorted by one key column, so that looking up
+*k* keys reads O(*k*) small row groups however the keys are spread.
+
+It is a Delta shard of *batches*, as in differential dataflow's traces. A batch is
+the table's changes over a range of its versions ``(from, upto]`` (the first batch,
+``from = -1``, is the table's rows at a version), as ``(row, diff)`` sorted by the key
+and written in row groups of a few hundred rows with statistics on the key only.
+Each file carries its batch's range and id as constant columns, so the add actions'
+min/max statistics say which batches make up the table at a version (the *chain*)
+without reading any history. After each append, batches no newer than the previous
+frontier merge like a binary counter (a batch merges with the one before it while
+that one is not larger), so a lookup touches O(log n) batches and each row is
+rewritten O(log n) times.
+
+A batch is one Delta commit, so a writer killed before it leaves nothing and one
+that committed is reused; two writers that both append the same range leave
+duplicates the chain picks one of (by batch id). A merge replaces its batches in
+one commit (an overwrite whose predicate is the merged range), so a reader sees the
+batches or their merge, never a half.
+"""
+
+from __future__ import annotations
+
+import bisect
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mzflow.storage.delta import DIFF, TS_KEY, Shard
+
+FROM, UPTO, BATCH = "_mz_from", "_mz_upto", "_mz_batch"
+_META = (DIFF, FROM, UPTO, BATCH)
+_CONFIG = {  # readers at older versions may still need merged-away files
+    "delta.logRetentionDuration": "interval 36500 days",
+    "delta.deletedFileRetentionDuration": "interval 36500 days",
+}
+_CHECKPOINT_EVERY = 50  # commits between log checkpoints: reopening stays cheap
+
+
+@dataclass(frozen=True)
+class Batch:
+    start: int  # the table version the batch starts after (-1: the first batch)
+    upto: int  # the table version it reaches
+    id: str
+    rows: int
+    files: tuple[str, ...]
+
+
+@dataclass
+class Lookup:
+    rows: pa.Table  # the matching rows (table columns, no diff)
+    read: int  # rows in the row groups read
+    groups: int  # row groups read
+
+
+# Parquet footers of arrangement files (immutable): path → metadata.
+_FOOTERS: OrderedDict[str, pq.FileMetaData] = OrderedDict()
+_FOOTER_LIMIT = 2048
+
+
+def _footer(path: str) -> pq.FileMetaData:
+    hit = _FOOTERS.get(path)
+    if hit is None:
+        hit = _FOOTERS[path] = pq.read_metadata(path)
+        if len(_FOOTERS) > _FOOTER_LIMIT:
+            _FOOTERS.popitem(last=False)
+    else:
+        _FOOTERS.move_to_end(path)
+    return hit
+
+
+class ArrangementShard(Shard):
+    """The arrangement of one table by ``key`` (a stored column name)."""
+
+    def __init__(self, path: Path, key: str):
+        super().__init__(path)
+        self.key = key
+
+    # -- what it holds ------------------------------------------------------------------
+
+    def batches(self) -> list[Batch]:
+        if not self.exists():
+            return []
+        actions = pa.table(self._table().get_add_actions(flatten=True))
+        grouped: dict[tuple[int, int, str], list[tuple[str, int]]] = {}
+        paths = actions.column("path").to_pylist()
+        rows = actions.column("num_records").to_pylist()
+        lo = actions.column(f"min.{FROM}").to_pylist()
+        hi = actions.column(f"min.{UPTO}").to_pylist()
+        ids = actions.column(f"min.{BATCH}").to_pylist()
+        for p, n, a, b, i in zip(paths, rows, lo, hi, ids, strict=True):
+            grouped.setdefault((int(a), int(b), str(i)), []).append((p, int(n or 0)))
+        root = str(self.path)
+        return [Batch(a, b, i, sum(n for _, n in fs),
+                      tuple(f if f.startswith("/") else f"{root}/{f}" for f, _ in sorted(fs)))
+                for (a, b, i), fs in sorted(grouped.items())]
+
+    def chain(self, version: int | None = None,
+              batches: list[Batch] | None = None) -> list[Batch] | None:
+        """The batches that make the table at ``version`` (its newest reachable one when
+        None); None when no chain ends there (not arranged yet, or merged past it)."""
+        batches = self.batches() if batches is None else batches
+        by_start: dict[int, list[Batch]] = {}
+        for b in batches:
+            if version is None or b.upto <= version:
+                by_start.setdefault(b.start, []).append(b)
+        out: list[Batch] = []
+        at = -1
+        while at in by_start and (version is None or at != version):
+            # the longest step, one copy of it (a duplicate append is ignored)
+            step = min(by_start[at], key=lambda b: (-b.upto, b.id))
+            out.append(step)
+            at = step.upto
+        if not out or (version is not None and at != version):
+            return None
+        return out
+
+    def frontier(self) -> int | None:
+        """The newest table version the arrangement reaches."""
+        found = self.chain()
+        return found[-1].upto if found else None
+
+    # -- writes -------------------------------------------------------------------------
+
+    def add_batch(self, rows: pa.Table, start: int, upto: int, ts: int, *, group_rows: int,
+               file_size: int) -> None:
+        """Add the batch ``(start, upto]``: ``rows`` are table rows with a diff column
+        (for the first batch, ``start = -1``, the table's rows with diff 1)."""
+        self._write(rows, start, upto, ts, group_rows, file_size, None)
+        if int(self._table().version()) % _CHECKPOINT_EVERY == 0:
+            self._table().create_checkpoint()
+
+    def merge(self, run: list[Batch], ts: int, *, group_rows: int, file_size: int) -> None:
+        """Replace consecutive batches by one, consolidated (diffs that cancel vanish)."""
+        tables = [pq.read_table(f) for b in run for f in b.files]
+        whole = pa.concat_tables([t.drop_columns([c for c in (FROM, UPTO, BATCH)
+                                                  if c in t.column_names]) for t in tables],
+                                 promote_options="default")
+        start, upto = run[0].start, run[-1].upto
+        predicate = f"{FROM} >= {start} AND {UPTO} <= {upto}"
+        self._write(consolidate(whole), start, upto, ts, group_rows, file_size, predicate)
+
+    def _write(self, rows: pa.Table, start: int, upto: int, ts: int, group_rows: int,
+               file_size: int, predicate: str | None) -> None:
+        from deltalake import CommitProperties, write_deltalake
+
+        rows = rows.sort_by([(self.key, "ascending")])  # NULLs last
+        n = rows.num_rows
+        batch = uuid.uuid4().hex
+        rows = (rows.append_column(FROM, pa.array([start] * n, pa.int64()))
+                .append_column(UPTO, pa.array([upto] * n, pa.int64()))
+                .append_column(BATCH, pa.array([batch] * n, pa.string())))
+        props = CommitProperties(custom_metadata={TS_KEY: str(ts), "mzflow.upto": str(upto)})
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        target: Any = self._table() if self.exists() else str(self.path)
+        options: dict[str, Any] = {
+            "schema_mode": "merge", "configuration": None if self.exists() else _CONFIG,
+            "target_file_size": file_size, "writer_properties": _writer(self.key, group_rows),
+            "commit_properties": props}
+        if predicate is None:
+            write_deltalake(target, rows, mode="append", **options)
+        else:
+            write_deltalake(target, rows, mode="overwrite", predicate=predicate, **options)
+
+    # -- reads --------------------------------------------------------------------------
+
+    def lookup(self, chain: list[Batch], values: list[Any], columns: list[str]
+               ) -> Lookup | None:
+        """The rows whose key is among ``values`` in the table the chain makes; None
+        when the values cannot be compared with the stored keys."""
+        wanted = [v for v in values if v is not None]
+        with_null = len(wanted) < len(values)
+        try:
+            ordered = sorted(set(wanted))
+        except TypeError:
+            return None
+        pieces: list[pa.Table] = []
+        read = groups = 0
+        for b in chain:
+            for f in b.files:
+                meta = _footer(f)
+                names = meta.schema.names
+                at = names.index(self.key)
+                picked = []
+                for g in range(meta.num_row_groups):
+                    rg = meta.row_group(g)
+                    stats = rg.column(at).statistics
+                    if _may_hold(stats, ordered, with_null):
+                        picked.append(g)
+                        read += rg.num_rows
+                if not picked:
+                    continue
+                groups += len(picked)
+                present = [c for c in [*columns, DIFF] if c in names]
+                part = pq.ParquetFile(f, metadata=meta).read_row_groups(picked, columns=present)
+                try:
+                    keys = pa.array(ordered, part.schema.field(self.key).type)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                    return None
+                mask = pc.is_in(part.column(self.key), value_set=keys)
+                if with_null:
+                    mask = pc.or_(mask, pc.is_null(part.column(self.key)))
+                pieces.append(part.filter(mask))
+        if not pieces:  # typed like the stored rows, for Spark
+            schema = _footer(chain[-1].files[0]).schema.to_arrow_schema()
+            pieces.append(schema.empty_table().select(
+                [c for c in [*columns, DIFF] if c in schema.names]))
+        found = pa.concat_tables(pieces, promote_options="default")
+        for c in columns:  # a column added after these batches were written: NULL
+            if c not in found.column_names:
+                found = found.append_column(c, pa.nulls(found.num_rows))
+        if len(chain) > 1:
+            found = consolidate(found)
+        found = found.filter(pc.greater(found.column(DIFF), 0))
+        return Lookup(found.select(columns), read, groups)
+
+
+def consolidate(rows: pa.Table) -> pa.Table:
+    """One row per distinct row with its summed diff; rows whose diffs cancel dropped."""
+    cols = [c for c in rows.column_names if c not in _META]
+    summed = rows.group_by(cols, use_threads=False).aggregate([(DIFF, "sum")])
+    summed = summed.rename_columns([DIFF if c == f"{DIFF}_sum" else c
+                                    for c in summed.column_names])
+    return summed.filter(pc.not_equal(summed.column(DIFF), 0)).select(cols + [DIFF])
+
+
+def _may_hold(stats: Any, ordered: list[Any], with_null: bool) -> bool:
+    if stats is None or not stats.has_min_max:
+        return stats is None or (stats.null_count or 0) > 0 or bool(ordered)
+    if with_null and (stats.null_count or 0) > 0:
+        return True
+    try:
+        i = bisect.bisect_left(ordered, stats.min)
+        return i < len(ordered) and ordered[i] <= stats.max
+    except TypeError:  # e.g. an aware and a naive timestamp: read it
+        return True
+
+
+def _writer(key: str, group_rows: int) -> Any:
+    from deltalake import ColumnProperties, WriterProperties
+
+    on = ColumnProperties(statistics_enabled="CHUNK")
+    return WriterProperties(
+        max_row_group_size=group_rows, compression="SNAPPY",
+        # statistics only where a reader uses them: the key (row groups), the batch
+        # columns (the chain); every other column's would bloat each small row group
+        default_column_properties=ColumnProperties(statistics_enabled="NONE"),
+        column_properties={key: on, FROM: on, UPTO: on, BATCH: on})
