@@ -162,6 +162,12 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_frontiers",
                     _cols("object_id text, read_frontier bigint, write_frontier bigint"), (),
                     _frontier_rows),
+        # Rows come from storage, not the catalog: runtime/arrangements.py fills them
+        # in (a catalog-only reader sees none).
+        SystemTable("mz_arrangements",
+                    _cols("id text, object_id text, cluster_id bigint, key text, "
+                          "rows bigint null, bytes bigint null, files bigint null, "
+                          "records_read_last_tick bigint null"), (), lambda snap: []),
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
                     (), _comment_rows),

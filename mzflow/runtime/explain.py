@@ -18,6 +18,7 @@ from sqlglot.planner import Step
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.errors import Unsupported, WrongObjectType
+from mzflow.incremental.arrangements import needs
 from mzflow.incremental.plan import derive, explain, plan_query
 from mzflow.runtime import reads
 
@@ -64,6 +65,13 @@ def explain_object(snap: Snapshot, name: str, kind: str,
         lines.append("Plan:")
         assert plan.root is not None
         lines += explain(plan.root, plan.operators)
+        found = needs(plan.root)
+        if found:
+            # what each delta join looks changed keys up in (runtime/tick/arrange.py)
+            lines.append(f"Join lookups in arrangements of cluster "
+                         f"{cluster.name if cluster else '?'}:")
+            lines += [f"  - {snap.item(n.item_id).qualified_name} ({n.column}): "
+                      f"arrangement {n.id}" for n in found]
     if not indexes:
         lines.append(f"{item.qualified_name} has no index: it is not maintained, reads "
                      "recompute it")

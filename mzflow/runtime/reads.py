@@ -85,12 +85,19 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
     return out
 
 
-def run_local(snap: Snapshot, p: Plan) -> list[tuple[Any, ...]]:
+def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None
+              ) -> list[tuple[Any, ...]]:
+    """A catalog query, in process. ``warehouse`` gives the system tables whose rows
+    come from storage (mz_arrangements) their rows."""
     tables: dict[str, tuple[list[str], local.Rows]] = {}
     for table in p.query.find_all(exp.Table):
         sys_table = system.lookup(table.name)
         if sys_table is not None:
-            tables[table.name] = ([c.name for c in sys_table.all_columns], sys_table.rows(snap))
+            found = sys_table.rows(snap)
+            if table.name == "mz_arrangements" and warehouse is not None:
+                from mzflow.runtime import arrangements
+                found = arrangements.rows(snap, warehouse)
+            tables[table.name] = ([c.name for c in sys_table.all_columns], found)
     return local.run(p.query, tables)
 
 

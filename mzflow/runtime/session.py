@@ -23,7 +23,7 @@ from mzflow.errors import Error, InvalidOption, Unsupported
 from mzflow.incremental.plan import require_incremental
 from mzflow.render.local import NotEvaluable
 from mzflow.render.spark import EvaluationError
-from mzflow.runtime import explain, maintenance, reads, sinks, tables, ticks
+from mzflow.runtime import arrangements, explain, maintenance, reads, sinks, tables, ticks
 from mzflow.runtime import show as show_mod
 from mzflow.runtime import subscribe as subscribe_mod
 from mzflow.sql import ast
@@ -230,6 +230,8 @@ class Connection:
             for p in (paths.table(warehouse, item.id), paths.state(warehouse, item.id)):
                 if p.exists():
                     shutil.rmtree(p, ignore_errors=True)
+        # An arrangement goes with the last object that used it.
+        arrangements.release(self.store.snapshot(), warehouse)
 
     def _create_view(self, stmt: ast.CreateView) -> Result:
         if ddl.refresh_mode(stmt.args.get("options") or []) == "incremental":
@@ -354,7 +356,7 @@ class Connection:
         rows = None
         if not p.needs_spark:
             try:
-                rows = reads.run_local(snap, p)
+                rows = reads.run_local(snap, p, self.config.warehouse)
             except NotEvaluable:
                 if p.bound.system_tables:
                     raise

@@ -23,6 +23,7 @@ from mzflow.catalog.model import (
 )
 from mzflow.errors import UnknownObject, WrongObjectType
 from mzflow.render import local
+from mzflow.runtime import arrangements
 from mzflow.sql import ast
 from mzflow.sql.parse import parse_one
 
@@ -111,6 +112,22 @@ def _show_indexes(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
                 pos, key.column, key.expression,
                 nullable.get(key.column, True) if key.column else True, True,
             ))
+    # The arrangements the cluster keeps for its joins are indexes in all but name
+    # (Materialize shows them as its arrangements); one an index already is, once.
+    explicit = {(i.cluster_id, i.on_id, i.keys[0].column) for i in snap.items
+                if i.kind == INDEX and len(i.keys) == 1}
+    for c_id, found in sorted(arrangements.wanted(snap).items()):
+        if cluster_id is not None and c_id != cluster_id:
+            continue
+        cluster = snap.cluster(c_id)
+        for need in sorted(found):
+            table = snap.item(need.item_id)
+            if (c_id, table.id, need.column) in explicit or (on_id and table.id != on_id):
+                continue
+            nullable = {c.name: c.nullable for c in table.columns}
+            rows.append((cluster.name if cluster else None, table.name,
+                         f"{table.name}_{need.column}_arrangement", 1, need.column, None,
+                         nullable.get(need.column, True), True))
     return columns, rows
 
 

@@ -27,7 +27,7 @@ from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.incremental.rules.base import RECOMPUTE, Strategy
 from mzflow.plan.ir import Node
 from mzflow.reasons import R_HISTORY, R_MEASURING
-from mzflow.runtime import reads
+from mzflow.runtime import arrangements, reads
 from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
 
@@ -185,6 +185,9 @@ class _Tick:
                 self.target.tuning)
             changed = execute.incremental(self.target, arranged, d.mode, self.since,
                                           d.rebuild, self.at, self.warehouse, self.counters)
+            for inp in arranged.values():
+                for a in inp.arranged.values():
+                    arrangements.record_reads(a.shard.path, a.read[0])
             if d.measure:
                 execute.time_recompute(self.target, self.query, self.warehouse, self.at,
                                        self.counters)

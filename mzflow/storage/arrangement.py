@@ -82,6 +82,10 @@ class ArrangementShard(Shard):
         super().__init__(path)
         self.key = key
 
+    def forget(self) -> None:
+        """Close the open table (its storage was removed and is being recreated)."""
+        self._dt = None
+
     # -- what it holds ------------------------------------------------------------------
 
     def batches(self) -> list[Batch]:
@@ -150,6 +154,13 @@ class ArrangementShard(Shard):
                file_size: int, predicate: str | None) -> None:
         from deltalake import CommitProperties, write_deltalake
 
+        # Every column nullable, so that an empty batch can still be written as one
+        # row of NULLs with diff 0: a batch must leave a file, or the chain would have a
+        # gap where the table did not change. Readers drop diff-0 rows.
+        rows = rows.cast(pa.schema([f.with_nullable(True) for f in rows.schema]))
+        if rows.num_rows == 0:
+            rows = pa.table({f.name: pa.array([0 if f.name == DIFF else None], f.type)
+                             for f in rows.schema})
         rows = rows.sort_by([(self.key, "ascending")])  # NULLs last
         n = rows.num_rows
         batch = uuid.uuid4().hex

@@ -44,6 +44,11 @@ def shard(warehouse: Path, cluster_id: int, need: Need) -> ArrangementShard:
     return hit
 
 
+def forget(path: Path) -> None:
+    """Drop the open handle of an arrangement whose storage was removed."""
+    _OPEN.pop(str(path), None)
+
+
 @dataclass
 class Arranged:
     """One arrangement as a tick reads it: its batches at the tick's start, and the
@@ -105,6 +110,7 @@ def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: 
     if frontier is None:
         if arr.exists():  # batches that no longer form a chain: start over
             shutil.rmtree(arr.path)
+            arr.forget()
         base = old_v if old_v is not None else new_v
         files = inp.files[OLD if old_v is not None else NEW] or ()
         arr.add_batch(_rows_of(files, table, base), -1, base, at, **write)
