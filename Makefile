@@ -9,7 +9,7 @@ DEMO_HOME ?= .mzflow/demo
 BENCH_SF ?= 1
 BENCH_ARGS ?=
 
-.PHONY: help install demo test lint typecheck pytest fast bench slt clean
+.PHONY: help install demo test lint typecheck pytest fast bench bench-growth slt clean
 
 help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
@@ -17,6 +17,7 @@ help:
 	@echo "make fast       the tests that start no Spark, server or child process (-m 'not slow')"
 	@echo "make slt        every record of SQLite's sqllogictest corpus: counts per file (hours)"
 	@echo "make bench      mzflow vs full recompute vs Spark Declarative Pipelines (TPC-H SF $(BENCH_SF))"
+	@echo "make bench-growth  tick cost as tables grow 20x, and over 300 ticks"
 	@echo "make clean      remove the demo home and caches"
 
 $(STAMP): pyproject.toml
@@ -73,6 +74,10 @@ slt: install
 # TPC-H at BENCH_SF (default 1); results in bench/results/ (see bench/README.md).
 bench: install
 	$(PY) bench/run.py --sf $(BENCH_SF) $(BENCH_ARGS)
+
+# The same batch at SF 0.1, 0.5 and 2, then 300 small ticks (issue 15; bench/growth.py).
+bench-growth: install
+	$(PY) bench/growth.py $(GROWTH_ARGS)
 
 clean:
 	rm -rf .mzflow .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -45,16 +45,24 @@ def test_bookkeeping_reads_stay_flat_over_many_ticks(tmp_path: Path) -> None:
         # setting, not by the number of ticks.
         conn.execute("ALTER SYSTEM SET history_ticks = 4")
         conn.execute("CREATE CLUSTER c; CREATE TABLE t (a int, b int); "
+                     "CREATE TABLE s (a int, name text); "
+                     "INSERT INTO s VALUES (0, 'zero'), (1, 'one'), (2, 'two');"
                      "CREATE MATERIALIZED VIEW m IN CLUSTER c AS "
-                     "SELECT a, count(*) AS n FROM t GROUP BY a")
+                     "SELECT a, count(*) AS n FROM t GROUP BY a;"
+                     # a join: its tick maintains and reads arrangements too
+                     "CREATE MATERIALIZED VIEW j IN CLUSTER c AS "
+                     "SELECT s.name, count(*) AS n FROM t JOIN s ON t.a = s.a GROUP BY s.name")
         reads = []
-        for i in range(30):
+        for i in range(50):
             conn.execute(f"INSERT INTO t VALUES ({i % 3}, {i})")
             before = delta.LOG_ENTRIES_READ[0]
             conn.tick(cluster="c")
             reads.append(delta.LOG_ENTRIES_READ[0] - before)
         assert conn.execute("SET cluster = c; SELECT * FROM m ORDER BY a").rows == [
-            (0, 10), (1, 10), (2, 10)]
+            (0, 17), (1, 17), (2, 16)]
+        assert conn.execute("SELECT * FROM j ORDER BY name").rows == [
+            ("one", 17), ("two", 16), ("zero", 17)]
+        assert len(conn.execute("SELECT id FROM mz_arrangements").rows) == 2
     print(f"log entries read per tick: {reads}")
-    assert reads[10] == reads[29], reads
+    assert reads[10] == reads[49], reads
     assert max(reads[10:]) <= max(reads[:10]), reads

@@ -58,6 +58,8 @@ def _log(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
     return entries
 
 
+_SHARED: dict[str, Shard] = {}
+
 # File lists of immutable versions: (path, the table's creation, version) → file URIs.
 # The creation (first log file's inode and mtime) tells a recreated shard apart.
 _FILES: dict[tuple[str, int, int, int], list[str]] = {}
@@ -69,6 +71,18 @@ class Shard:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._dt: Any = None  # the open table; a statement opens it once
+
+    @classmethod
+    def shared(cls, path: Path) -> Shard:
+        """One open instance per path in this process: opening a table replays its log
+        since the last checkpoint, while an open one reads only the commits since it
+        was last read. Ticks use it, so that their bookkeeping does not grow with the
+        number of writes before them."""
+        key = str(path)
+        hit = _SHARED.get(key)
+        if hit is None or not hit.exists():
+            hit = _SHARED[key] = cls(path)
+        return hit
 
     # -- write side ------------------------------------------------------------
 

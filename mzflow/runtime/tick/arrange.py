@@ -90,7 +90,7 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
         arranged = dict(inp.arranged)
         for need in by_item.get(item_id, []):
             arr = shard(warehouse, cluster_id, need)
-            _catch_up(arr, Shard(paths.table(warehouse, item_id)), inp, at, tuning)
+            _catch_up(arr, Shard.shared(paths.table(warehouse, item_id)), inp, at, tuning)
             arranged[need.column] = Arranged(need, arr, arr.batches(), inp.versions)
         out[ref] = dataclasses.replace(inp, arranged=arranged)
     return out

@@ -36,7 +36,7 @@ def gather(snap: Snapshot, warehouse: Path, root: Node, since: int, at: int
         if get.ref in inputs:
             continue
         item = snap.item(get.item_id)
-        shard = Shard(paths.table(warehouse, item.id))
+        shard = Shard.shared(paths.table(warehouse, item.id))
         inputs[get.ref] = _input(item, shard, since, at)
         batch[get.ref] = _estimate(inputs[get.ref], shard, since, at)
     return inputs, batch
