@@ -16,6 +16,7 @@ join stays in Spark so that the driver never holds a large index.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -141,7 +142,11 @@ def _changes_arrow(new: Any, old_files: Sequence[str], columns: Sequence[str],
 
 def _apply_diff_arrow(diff: Any, old_files: Sequence[str], columns: Sequence[str],
                       spark_types: Sequence[str]) -> pa.Table:
-    rows = _keyed(diff, columns, spark_types, extra=[DIFF])
+    # Parts are keyed one by one and joined in Arrow: a part computed from local rows
+    # collects without a Spark job, which a union of the parts would need.
+    parts = diff if isinstance(diff, list) else [diff]
+    rows = pa.concat_tables([_keyed(d, columns, spark_types, extra=[DIFF]) for d in parts],
+                           promote_options="permissive")
     if rows.num_rows == 0:
         return rows.drop_columns([DIFF]).append_column(COUNT, pa.array([], pa.int64()))
     rows, starts, ends = _runs(rows)
@@ -182,12 +187,15 @@ def changes(new: Any, old_files: Sequence[str], old_schema_ddl: str,
 def apply_diff(diff: Any, old_files: Sequence[str], old_schema_ddl: str,
                columns: Sequence[str], spark_types: Sequence[str], *, arrow_rows: int
                ) -> pa.Table:
-    """Changes (rows with ``_mz_diff``) → changed rows with their new counts."""
+    """Changes (rows with ``_mz_diff``; a frame or a list of frames with the same
+    columns) → changed rows with their new counts."""
     from pyspark.sql import functions as F
 
     if _small(old_files, arrow_rows):
         table = _apply_diff_arrow(diff, old_files, columns, spark_types)
     else:
+        if isinstance(diff, list):
+            diff = functools.reduce(lambda a, b: a.unionAll(b), diff)
         diff = canonical(diff, columns, spark_types)
         cols = [f"`{c}`" for c in columns]
         summed = (diff.groupBy(*cols).agg(F.sum(DIFF).alias(DIFF)).where(F.col(DIFF) != 0)

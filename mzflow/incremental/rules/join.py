@@ -26,7 +26,7 @@ class Join(Rule):
     node = ir.Join
 
     def strategy(self, node: ir.Join, ctx: Context) -> Strategy:
-        return incremental("delta join, other inputs pruned by the changed keys")
+        return incremental("delta join, other inputs looked up by the changed keys")
 
     def describe(self, node: ir.Join) -> str:
         on = " AND ".join(ir.sql(p) for p in node.predicates) or "true"

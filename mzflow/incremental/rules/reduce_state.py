@@ -51,6 +51,7 @@ class StateResult:
     groups: Any  # Arrow: the affected groups' new partials (ROWS = 0: gone), with KEY
     output: Any  # DataFrame: output changes (with DIFF), or the full output if ``full``
     full: bool
+    parts: tuple[Any, ...] = ()  # ``output`` as the frames it is the union of, if any
 
 
 class KeptState:
@@ -173,7 +174,7 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     after = _above(chain, _finalize(node, live)).withColumn(DIFF, F.lit(1).cast("bigint"))
     before = _above(chain, _finalize(node, before_df)).withColumn(
         DIFF, F.lit(-1).cast("bigint"))
-    return StateResult(groups, after.unionAll(before), full=False)
+    return StateResult(groups, after.unionAll(before), full=False, parts=(after, before))
 
 
 _LEAST_DIFF = "_mz_least_diff"

@@ -163,7 +163,9 @@ def _incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: boo
             changed = diffs.changes(output.toDF(*t.names), t.files(), t.ddl, t.names,
                                     t.types, arrow_rows=arrow_rows)
         else:
-            changed = diffs.apply_diff(result.output.toDF(*t.names, DIFF), t.files(), t.ddl,
+            output = ([p.toDF(*t.names, DIFF) for p in result.parts] if result.parts
+                      else result.output.toDF(*t.names, DIFF))
+            changed = diffs.apply_diff(output, t.files(), t.ddl,
                                        t.names, t.types, arrow_rows=arrow_rows)
         state.commit(reduce, result, at, f"tick-{t.plan.index.id}-state")
         return t.finish(changed)

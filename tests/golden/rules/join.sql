@@ -16,9 +16,12 @@ Strategy: incremental
 Tick mode: delta
 Plan:
   Map (a := "t_a", b := "t_b", c := "u_c")  // incremental (row by row)
-    Join on=("t_a" = "u_a")  // incremental (delta join, other inputs pruned by the changed keys)
+    Join on=("t_a" = "u_a")  // incremental (delta join, other inputs looked up by the changed keys)
       Get materialize.public.t  // incremental (changes from the Delta change feed)
       Get materialize.public.u  // incremental (changes from the Delta change feed)
+Join lookups in arrangements of cluster c:
+  - materialize.public.t (a): arrangement u1.a
+  - materialize.public.u (a): arrangement u2.a
 -- tick
 incremental, mode delta
 -- changes
