@@ -138,6 +138,26 @@ def test_random_batches_equal_duckdb(both: Both, scans: list[int]) -> None:
     assert 3 <= fallbacks <= len(VIEWS) * 14 - 14, scans
 
 
+def test_a_candidate_that_falls_behind_an_unchanged_group_is_dropped(
+        both: Both, scans: list[int]) -> None:
+    """LIMIT 1 and a margin of 1 keep two candidates. The leader falls to last: it ranks
+    behind group 3, which is no candidate, so it must leave the candidates (else, once
+    the other candidate goes, it would be taken for the top row)."""
+    both.conn.execute("ALTER SYSTEM SET topk_margin = 1")
+    view = {"one": "SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY s DESC, k LIMIT 1"}
+    _views(both, view)
+    both.run("INSERT INTO t VALUES (1, 100), (2, 90), (3, 80), (4, 70)")
+    both.conn.tick(cluster="c")  # candidates: 1 and 2
+    both.run("UPDATE t SET v = 10 WHERE k = 1")
+    both.conn.tick(cluster="c")  # 2 is unchanged and ranks first: no scan
+    both.check(view, "leader fell")
+    assert not scans
+    both.run("DELETE FROM t WHERE k = 2")
+    both.conn.tick(cluster="c")  # no candidate left unchanged: every group ranked
+    both.check(view, "second went")
+    assert len(scans) == 1
+
+
 def test_a_few_changed_groups_read_the_candidates_not_every_group(
         both: Both, scans: list[int]) -> None:
     """2,000 groups, a batch touching 3: the tick reads the candidates (LIMIT 5 plus the
