@@ -106,6 +106,10 @@ class Tuning:
         "groups, so smaller ones read less per scattered key and cost more metadata.")})
     plan_cache: int = field(default=256, metadata={"doc": (
         "Change plans kept per process (planning a definition costs ~0.15 s).")})
+    topk_margin: int = field(default=100, metadata={"doc": (
+        "Groups a top-k over a kept GROUP BY keeps ranked beyond its OFFSET + LIMIT: a "
+        "tick re-ranks only these and the groups it changed, until changes use the "
+        "margin up (then every group, once). Past 1000 in all, none are kept.")})
 
     def with_(self, **changes: Any) -> Tuning:
         return dataclasses.replace(self, **changes)

@@ -438,17 +438,20 @@ class StateShard(Shard):
         return dataset.to_table(filter=ds.field(KEY).cast(pa.string()).isin(
             keys.cast(pa.string())))
 
-    def replace_groups(self, rows: pa.Table, ts: int, app_id: str) -> int:
-        """The whole state, rebuilt (after recomputed ticks left it behind)."""
+    def replace_groups(self, rows: pa.Table, ts: int, app_id: str,
+                       extra: dict[str, str] | None = None) -> int:
+        """The whole state, rebuilt (after recomputed ticks left it behind). ``extra``:
+        more commit metadata, which :meth:`commit_metadata` reads back."""
         from deltalake import write_deltalake
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_deltalake(str(self.path), rows, mode="overwrite", schema_mode="overwrite",
                         configuration=TABLE_CONFIG,
-                        commit_properties=_tick_props(ts, None, (app_id, ts)))
+                        commit_properties=_tick_props(ts, None, (app_id, ts), extra))
         return self.version()
 
-    def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool) -> int:
+    def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool,
+                     extra: dict[str, str] | None = None) -> int:
         from deltalake import DeltaTable
 
         if not self.exists():
@@ -458,7 +461,8 @@ class StateShard(Shard):
                               commit_properties=_tick_props(-1, None, None))
         merger = self._table().merge(rows, f"t.{KEY} = s.{KEY}", source_alias="s",
                                      target_alias="t",
-                                     commit_properties=_tick_props(ts, None, (app_id, ts)))
+                                     commit_properties=_tick_props(ts, None, (app_id, ts),
+                                                                   extra))
         if not keep_empty:
             merger = merger.when_matched_delete(predicate=f"s.{ROWS} = 0")
         merger = merger.when_matched_update_all()
@@ -466,6 +470,21 @@ class StateShard(Shard):
             predicate=None if keep_empty else f"s.{ROWS} <> 0")
         merger.execute()
         return self.version()
+
+    def commit_metadata(self, version: int, newest: int = 16) -> dict[str, Any]:
+        """The metadata of commit ``version`` (what the tick that wrote it recorded
+        beside the groups), or {} when it is not among the ``newest`` commits: reading
+        further back would make a tick's bookkeeping grow with the ticks before it."""
+        dt = self._table()
+        back = int(dt.version()) - version
+        if not 0 <= back < newest:
+            return {}
+        # From the newest table: delta-rs labels the history of a table opened at an
+        # older version with the wrong versions.
+        for entry in _log(dt, back + 1):
+            if int(entry["version"]) == version:
+                return entry
+        return {}
 
 
 class SinkTable:

@@ -7,9 +7,11 @@ while a batch only inserts; a batch that retracts recomputes them for its
 affected groups (hierarchical MIN/MAX in the small). Only the groups a batch
 touches are read from the state; the operators above the GROUP BY (HAVING, the
 SELECT list, a top-k: the *chain*) then give the output's changes: the affected
-groups' rows after, minus the same groups' rows before. A top-k over all groups
-reads every group's partials (the state, not the input) and is diffed against the
-index by the tick.
+groups' rows after, minus the same groups' rows before. A global top-k re-ranks
+the groups the batch changed against its candidates, kept with the state
+(``topk_state``); without usable candidates, and for a top-k per group, it ranks
+every group's partials (the state, not the input). Either way its rows are diffed
+against the index by the tick.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from mzflow.incremental.rules.reduce import accumulable
+from mzflow.incremental.rules.topk_state import KEPT, Candidates, Ranking
 from mzflow.plan import ir
 from mzflow.render.diffs import key_column
 from mzflow.render.frames import DIFF, sql
@@ -52,6 +55,13 @@ class StateResult:
     output: Any  # DataFrame: output changes (with DIFF), or the full output if ``full``
     full: bool
     parts: tuple[Any, ...] = ()  # ``output`` as the frames it is the union of, if any
+    candidates: Candidates | None = None  # a global top-k's, committed with the groups
+
+
+# State rows this process's ticks looked up or scanned (tests count them). A lookup
+# counts the rows it returned: its filtered scan reads the files whose key statistics
+# may hold them, which on hashed keys is every file until the state is arranged by key.
+STATE_ROWS_READ = [0]
 
 
 class KeptState:
@@ -66,21 +76,46 @@ class KeptState:
         self.rebuild = rebuild
 
     def rows(self, keys: pa.Array) -> pa.Table | None:
-        return (self.shard.rows_with_keys(self.version, keys)
-                if self.version is not None else None)
+        if self.version is None:
+            return None
+        found = self.shard.rows_with_keys(self.version, keys)
+        STATE_ROWS_READ[0] += found.num_rows
+        return found
+
+    def scan(self, spark: Any, columns: Sequence[str]) -> Any:
+        """Every group's partials (a Spark read of the state's files), or None."""
+        from pyspark.sql import functions as F
+
+        if not self.files:
+            return None
+        assert self.version is not None
+        actions = self.shard.add_actions(self.version)
+        STATE_ROWS_READ[0] += int(pc.sum(actions.column("num_records")).as_py() or 0)
+        return spark.read.parquet(*self.files).select(*[F.col(f"`{c}`") for c in columns])
+
+    def candidates(self) -> Candidates | None:
+        """The top-k candidates the state's version at the tick's start was committed
+        with (None: none, or a rebuild)."""
+        if self.version is None:
+            return None
+        return Candidates.of(self.shard.commit_metadata(self.version))
 
     def commit(self, node: ir.Reduce, result: StateResult, at: int, app_id: str) -> None:
-        """Merge the tick's groups (or replace every group on a rebuild), before the
-        index commit; a retried tick finds its time applied and skips the write."""
+        """Merge the tick's groups (or replace every group on a rebuild), with the
+        top-k's candidates in the same commit, before the index commit; a retried tick
+        finds its time applied and skips the write (the commit's candidates are the
+        first attempt's, as valid for that state as the retry's)."""
         if self.shard.exists() and (self.shard.applied(app_id) or -1) >= at:
             return
+        extra = result.candidates.metadata() if result.candidates is not None else None
         if self.rebuild:
             groups = result.groups
             if node.keys:
                 groups = groups.filter(pc.not_equal(groups.column(ROWS), 0))
-            self.shard.replace_groups(groups, at, app_id)
+            self.shard.replace_groups(groups, at, app_id, extra)
         elif result.groups.num_rows:
-            self.shard.merge_groups(result.groups, at, app_id, keep_empty=not node.keys)
+            self.shard.merge_groups(result.groups, at, app_id, keep_empty=not node.keys,
+                                    extra=extra)
 
 
 def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
@@ -99,14 +134,14 @@ def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
     return out
 
 
-def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptState
-        ) -> StateResult | None:
+def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptState, *,
+        topk_margin: int) -> StateResult | None:
     """None when no input changed (nothing to merge, no output change).
 
     One Spark job sums the batch per group; the affected groups' partials are then
     looked up and merged in Arrow (they are few), so the output's changes are
-    computed from local data and the state is never scanned, unless a top-k needs
-    every group."""
+    computed from local data and the state is never scanned, unless a top-k has no
+    usable candidates (``topk_state``) and ranks every group."""
     from pyspark.sql import functions as F
 
     spark = flow.spark
@@ -140,10 +175,18 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     if extremes and retracts:
         batch = _recompute_extremes(flow, node, batch, keys, extremes)
     partials = [ROWS] + [p[0] for p in parts]
-    old = state.rows(batch.column(KEY))
-    if old is None:
-        old = batch.schema.empty_table()
-    old = old.select(keys + partials + [KEY]).cast(batch.schema)
+    ranking = (Ranking.of(chain, bool(keys), topk_margin)
+               if any(isinstance(n, ir.TopK) for n in chain) else None)
+    changed = batch.column(KEY).combine_chunks().cast(pa.string())
+    last = state.candidates() if ranking else None
+    unchanged = ranking.unchanged(last, changed) if ranking else None
+    # One lookup: the changed groups' partials, and the unchanged candidates'.
+    found = state.rows(changed if unchanged is None else pa.concat_arrays(
+        [changed, unchanged]))
+    if found is None:
+        found = batch.schema.empty_table()
+    found = found.select(keys + partials + [KEY]).cast(batch.schema)
+    old = found.filter(pc.is_in(found.column(KEY), value_set=changed))
     joined = batch.join(old.select([KEY] + partials), keys=KEY, join_type="left outer",
                         right_suffix="_old", use_threads=False)
     merged = joined.select(keys + [KEY])
@@ -162,14 +205,28 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     new = from_arrow(groups)
     live = new if not keys else new.where(F.col(ROWS) != 0)
     before_df = from_arrow(old) if old.num_rows else new.limit(0)
-    if any(isinstance(n, ir.TopK) for n in chain):
-        if state.files:
-            rest = spark.read.parquet(*state.files).select(
-                *[F.col(f"`{c}`") for c in keys + partials + [KEY]])
-            rest = rest.join(new.select(KEY), KEY, "left_anti")
-            everything = rest.unionByName(live)
-        else:
-            everything = live
+    if ranking is not None:
+        kept = (found.filter(pc.is_in(found.column(KEY), value_set=unchanged))
+                if unchanged is not None else None)
+        if last is not None and kept is not None and kept.num_rows == len(unchanged or ()):
+            # Few rows (candidates and changed groups): ranked from the driver's copy.
+            live_rows = groups.filter(pc.not_equal(groups.column(ROWS), 0))
+            rows = pa.concat_tables([
+                kept.cast(groups.schema).append_column(
+                    KEPT, pa.repeat(pa.scalar(True), kept.num_rows)),
+                live_rows.append_column(KEPT, pa.repeat(pa.scalar(False), live_rows.num_rows))])
+            df = (from_arrow(rows) if rows.num_rows
+                  else new.limit(0).withColumn(KEPT, F.lit(False)))
+            output, candidates = ranking.rank(_finalize(node, df, (KEY, KEPT)),
+                                              kept.num_rows, last.complete)
+        else:  # every group ranked once; the candidates seeded again
+            everything = _everything(spark, state, keys + partials + [KEY], new, live)
+            output, candidates = ranking.rank(
+                _finalize(node, everything.withColumn(KEPT, F.lit(False)), (KEY, KEPT)),
+                None, False)
+        return StateResult(groups, output, full=True, candidates=candidates)
+    if any(isinstance(n, ir.TopK) for n in chain):  # per group, or keeping no candidates
+        everything = _everything(spark, state, keys + partials + [KEY], new, live)
         return StateResult(groups, _above(chain, _finalize(node, everything)), full=True)
     after = _above(chain, _finalize(node, live)).withColumn(DIFF, F.lit(1).cast("bigint"))
     before = _above(chain, _finalize(node, before_df)).withColumn(
@@ -178,6 +235,14 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
 
 
 _LEAST_DIFF = "_mz_least_diff"
+
+
+def _everything(spark: Any, state: KeptState, columns: list[str], new: Any, live: Any) -> Any:
+    """Every group's partials after the batch: the state's, the changed ones replaced."""
+    rest = state.scan(spark, columns)
+    if rest is None:
+        return live
+    return rest.join(new.select(KEY), KEY, "left_anti").unionByName(live)
 
 
 def _extreme(joined: pa.Table, c: str, role: str, recomputed: bool) -> pa.Array:
@@ -216,8 +281,8 @@ def _recompute_extremes(flow: Dataflow, node: ir.Reduce, batch: pa.Table, keys: 
     return out.select(batch.column_names).cast(batch.schema)
 
 
-def _finalize(node: ir.Reduce, state: Any) -> Any:
-    """Partials → the GROUP BY's output columns."""
+def _finalize(node: ir.Reduce, state: Any, carry: Sequence[str] = ()) -> Any:
+    """Partials → the GROUP BY's output columns (and the ``carry`` columns as they are)."""
     nkeys = len(node.keys)
     exprs = [f"`{k}`" for k in node.columns[:nkeys]]
     for i, agg in enumerate(node.aggs):
@@ -232,7 +297,8 @@ def _finalize(node: ir.Reduce, state: Any) -> Any:
             exprs.append(f"CASE WHEN `_n{i}` = 0 THEN NULL ELSE "
                          f"{average_sql(f'_s{i}', f'_n{i}', agg)} END")
     return state.selectExpr(*[f"{e} AS `{n}`" for e, n in zip(exprs, node.columns,
-                                                               strict=True)])
+                                                               strict=True)],
+                            *[f"`{c}`" for c in carry])
 
 
 def _above(chain: Sequence[ir.Node], df: Any) -> Any:

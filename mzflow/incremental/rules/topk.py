@@ -2,9 +2,10 @@
 
 A group's top rows depend only on that group's input rows, so a per-group top-k
 recomputes the groups its input's changes touch, at both times. Above a kept
-GROUP BY state (``reduce_state``) a global top-k is ranked over the state's
-groups, which are far fewer than the input rows. Otherwise a global top-k is
-recomputed whole (R005).
+GROUP BY state (``reduce_state``) a global top-k re-ranks the groups a tick
+changed against the candidates kept with the state (``topk_state``), and ranks
+every group's partials only when too few candidates are left. Otherwise a
+global top-k is recomputed whole (R005).
 """
 
 from __future__ import annotations

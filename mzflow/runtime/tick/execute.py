@@ -151,7 +151,8 @@ def _incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: boo
         assert isinstance(reduce, ir.Reduce)
         state = reduce_state.KeptState(
             StateShard(paths.state(warehouse, t.plan.index.id)), since, rebuild)
-        result = reduce_state.run(flow, chain, reduce, state)
+        result = reduce_state.run(flow, chain, reduce, state,
+                                  topk_margin=t.tuning.topk_margin)
         if result is None:
             if rebuild and t.files():
                 raise EmptyRebuild
