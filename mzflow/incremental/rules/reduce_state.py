@@ -75,6 +75,28 @@ class KeptState:
         self.files = shard.files(self.version) if self.version is not None else None
         self.rebuild = rebuild
 
+    def stale(self) -> pa.Array | None:
+        """Keys of the groups that state commits after the tick's start changed: a tick
+        that failed after its state commit (before its index commit) left them, and
+        this tick, which starts where the index is, must put them back as they were
+        unless its own batch rewrites them anyway (None: no such commit)."""
+        if self.version is None:
+            return None
+        latest = self.shard.version()
+        if latest <= self.version:
+            return None
+        keys = self.shard.change_rows(self.version, latest).column(KEY)
+        return pc.unique(keys.combine_chunks().cast(pa.string()))
+
+    def key_values(self, keys: pa.Array, columns: list[str]) -> pa.Table:
+        """The group columns of ``keys`` from the state, at the tick's start or now."""
+        assert self.version is not None
+        found = [self.shard.rows_with_keys(v, keys).select([*columns, KEY])
+                 for v in (self.version, self.shard.version())]
+        both = pa.concat_tables([t.cast(found[0].schema) for t in found])
+        firsts = pc.index_in(keys, value_set=both.column(KEY).cast(pa.string()))
+        return both.take(firsts)
+
     def rows(self, keys: pa.Array) -> pa.Table | None:
         if self.version is None:
             return None
@@ -149,8 +171,13 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     keys = list(node.columns[:nkeys])
     parts = _parts(node)
     d = flow.delta(node.input)
-    if d is None:
+    stale = state.stale()
+    if d is None and stale is None:
         return None
+    if d is None:  # nothing new, but groups a failed tick left to put back
+        from mzflow.incremental.dataflow import NEW
+
+        d = flow.full(node.input, NEW).limit(0).withColumn(DIFF, F.lit(1).cast("bigint"))
     sums = [F.sum(F.col(DIFF)).alias(ROWS), F.min(F.col(DIFF)).alias(_LEAST_DIFF)]
     for name, arg, role in parts:
         assert arg is not None
@@ -167,6 +194,8 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     batch = batch_df.toArrow()
     if keys:
         batch = batch.filter(pc.is_valid(batch.column(ROWS)))
+    if stale is not None and keys:
+        batch = _with_stale(batch, stale, state, keys, parts)
     if batch.num_rows == 0:
         return None
     retracts = (pc.min(batch.column(_LEAST_DIFF)).as_py() or 0) < 0
@@ -235,6 +264,29 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
 
 
 _LEAST_DIFF = "_mz_least_diff"
+
+
+def _with_stale(batch: pa.Table, stale: pa.Array, state: KeptState, keys: list[str],
+                parts: list[tuple[str, exp.Expr | None, str]]) -> pa.Table:
+    """``batch`` plus an empty change for each stale group it lacks: merged with the
+    group's partials at the tick's start, it writes them back (or removes a group the
+    failed tick added), and its output change is nothing."""
+    missing = stale.filter(pc.invert(pc.is_in(stale, value_set=batch.column(KEY).cast(
+        pa.string()))))
+    if len(missing) == 0:
+        return batch
+    rows = state.key_values(missing, keys)
+    n = rows.num_rows
+    roles = {name: role for name, _, role in parts}
+    columns = []
+    for f in batch.schema:
+        if f.name in keys or f.name == KEY:
+            columns.append(rows.column(f.name).cast(f.type))
+        elif roles.get(f.name) in ("min", "max"):
+            columns.append(pa.nulls(n, f.type))
+        else:  # ROWS, the least diff, sums and counts: nothing changed
+            columns.append(pa.array([0] * n).cast(f.type))
+    return pa.concat_tables([batch, pa.table(columns, schema=batch.schema)])
 
 
 def _everything(spark: Any, state: KeptState, columns: list[str], new: Any, live: Any) -> Any:
