@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from mzflow.errors import Error
 from mzflow.render.frames import picked, quoted
-from mzflow.render.spark import session
+from mzflow.render.spark import session, to_arrow
 from mzflow.storage.delta import COUNT, DIFF, KEY
 
 
@@ -74,8 +74,7 @@ def _keyed(df: Any, columns: Sequence[str], spark_types: Sequence[str],
     """Spark: canonical values, ``extra`` columns and the key, collected to Arrow."""
 
     df = canonical(df, columns, spark_types)
-    return pa.table(picked(df, [*columns, *extra]).withColumn(KEY, key_column(df, columns))
-                    .toArrow())
+    return to_arrow(picked(df, [*columns, *extra]).withColumn(KEY, key_column(df, columns)))
 
 
 def _read_old(old_files: Sequence[str], columns: Sequence[str] | None,

@@ -179,6 +179,24 @@ _FEW_JOBS = {"spark.sql.adaptive.enabled": "false",
              "spark.sql.autoBroadcastJoinThreshold": "-1"}
 
 
+def to_arrow(df: Any) -> pa.Table:
+    """``df``'s rows as Arrow. ``toArrow()`` always runs a Spark job (its batches come
+    from an RDD), ~0.3 s even for a handful of rows; a plan Spark's optimizer folded
+    into local rows (projections and filters over change rows or lookups) collects
+    on the driver without one, and is converted here with toArrow's own types."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if df._jdf.queryExecution().optimizedPlan().getClass().getSimpleName() != "LocalRelation":
+        return pa.table(df.toArrow())
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    rows = df.collect()
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    return pa.Table.from_arrays([pa.array(list(c), f.type) for c, f in zip(columns, schema,
+                                                                           strict=True)],
+                                schema=schema)
+
+
 @contextmanager
 def few_jobs() -> Iterator[None]:
     """Run the block with one Spark job per action (restored afterwards)."""
