@@ -140,6 +140,13 @@ def test_explain_and_show_name_the_arrangements(tmp_path: Path) -> None:
         assert "u_c" in names and any("arrangement" in n for n in names), shown
         ids = [r[0] for r in conn.execute("SELECT id FROM mz_arrangements").rows]
         assert len(ids) == 3, ids  # t.a, u.a and the index's u.c
+        conn.execute("INSERT INTO u VALUES (1, 10), (2, 20)")
+        conn.tick(cluster="c")  # a first tick recomputes: nothing to look up yet
+        conn.execute("INSERT INTO u VALUES (3, 30)")
+        conn.tick(cluster="c")
+        rows = dict(conn.execute("SELECT key, rows FROM mz_arrangements").rows)
+        # the index's arrangement is kept by the index's own ticks: 2 rows, then 1 more
+        assert rows["c"] == 3 and rows["a"] is not None, rows
 
 
 _CHILD = """

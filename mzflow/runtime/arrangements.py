@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mzflow.catalog.model import INDEX, TABLE, Snapshot
+from mzflow.catalog.model import INDEX, TABLE, Item, Snapshot
 from mzflow.errors import Error
 from mzflow.incremental.arrangements import Need, needs
 from mzflow.incremental.plan import derive
@@ -35,11 +35,8 @@ def wanted(snap: Snapshot) -> dict[int, dict[Need, list[str]]]:
     for index in snap.items:
         if index.kind != INDEX or index.cluster_id is None or index.on_id is None:
             continue
-        on = snap.item(index.on_id)
-        found: list[Need] = []
-        if on.kind == TABLE and len(index.keys) == 1 and index.keys[0].column is not None:
-            found.append(Need(on.id, index.keys[0].column))
-        else:
+        found = explicit(snap, index)
+        if not found:
             try:
                 plan = derive(snap, index)
             except Error:  # cannot be planned: recomputed, looks nothing up
@@ -49,6 +46,15 @@ def wanted(snap: Snapshot) -> dict[int, dict[Need, list[str]]]:
         for need in found:
             out.setdefault(index.cluster_id, {}).setdefault(need, []).append(index.id)
     return out
+
+
+def explicit(snap: Snapshot, index: Item) -> list[Need]:
+    """The arrangement an index on a table by one column is (Materialize's model)."""
+    on = snap.item(index.on_id) if index.on_id else None
+    if (on is not None and on.kind == TABLE and len(index.keys) == 1
+            and index.keys[0].column is not None):
+        return [Need(on.id, index.keys[0].column)]
+    return []
 
 
 def release(snap: Snapshot, warehouse: Path) -> list[Path]:

@@ -182,7 +182,7 @@ class _Tick:
             cluster_id = self.plan.index.cluster_id
             arranged = gathered[0] if cluster_id is None else arrange.maintain(
                 self.snap, self.warehouse, cluster_id, self._root(), gathered[0], self.at,
-                self.target.tuning)
+                self.target.tuning, arrangements.explicit(self.snap, self.plan.index))
             changed = execute.incremental(self.target, arranged, d.mode, self.since,
                                           d.rebuild, self.at, self.warehouse, self.counters)
             for inp in arranged.values():

@@ -76,13 +76,15 @@ class Arranged:
 
 
 def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
-             inputs: dict[str, Input], at: int, tuning: Tuning) -> dict[str, Input]:
+             inputs: dict[str, Input], at: int, tuning: Tuning, extra: Sequence[Need] = ()
+             ) -> dict[str, Input]:
     """``inputs`` with each arranged table's arrangements attached, brought up to the
-    tick's new time first."""
+    tick's new time first. ``extra``: arrangements the index is itself (an index on a
+    table by a column), kept even when no join uses them yet."""
     if not tuning.arrangements:
         return inputs
     by_item: dict[str, list[Need]] = {}
-    for need in needs(root):
+    for need in sorted(set(needs(root)) | set(extra)):
         by_item.setdefault(need.item_id, []).append(need)
     out = dict(inputs)
     for ref, inp in inputs.items():
