@@ -104,6 +104,9 @@ class Tuning:
     arrangement_group_rows: int = field(default=256, metadata={"doc": (
         "Rows per Parquet row group in an arrangement: a key lookup reads whole row "
         "groups, so smaller ones read less per scattered key and cost more metadata.")})
+    lookup_rows: int = field(default=1_000_000, metadata={"doc": (
+        "An arrangement lookup whose row groups hold more rows than this reads the "
+        "table through Spark instead of bringing the rows to the driver.")})
     plan_cache: int = field(default=256, metadata={"doc": (
         "Change plans kept per process (planning a definition costs ~0.15 s).")})
     topk_margin: int = field(default=100, metadata={"doc": (

@@ -181,43 +181,43 @@ class ArrangementShard(Shard):
 
     # -- reads --------------------------------------------------------------------------
 
-    def lookup(self, chain: list[Batch], values: list[Any], columns: list[str]
-               ) -> Lookup | None:
+    def lookup(self, chain: list[Batch], values: list[Any], columns: list[str],
+               most: int | None = None) -> Lookup | None:
         """The rows whose key is among ``values`` in the table the chain makes; None
-        when the values cannot be compared with the stored keys."""
+        when the values cannot be compared with the stored keys, or when the row
+        groups that may hold them have more than ``most`` rows (a lookup that would
+        bring most of a table to the driver: a Spark scan does that better)."""
         wanted = [v for v in values if v is not None]
         with_null = len(wanted) < len(values)
         try:
             ordered = sorted(set(wanted))
         except TypeError:
             return None
-        pieces: list[pa.Table] = []
+        plan: list[tuple[str, list[int]]] = []
         read = groups = 0
         for b in chain:
             for f in b.files:
-                meta = _footer(f)
-                names = meta.schema.names
-                at = names.index(self.key)
-                picked = []
-                for g in range(meta.num_row_groups):
-                    rg = meta.row_group(g)
-                    stats = rg.column(at).statistics
-                    if _may_hold(stats, ordered, with_null):
-                        picked.append(g)
-                        read += rg.num_rows
-                if not picked:
-                    continue
-                groups += len(picked)
-                present = [c for c in [*columns, DIFF] if c in names]
-                part = pq.ParquetFile(f, metadata=meta).read_row_groups(picked, columns=present)
-                try:
-                    keys = pa.array(ordered, part.schema.field(self.key).type)
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
-                    return None
-                mask = pc.is_in(part.column(self.key), value_set=keys)
-                if with_null:
-                    mask = pc.or_(mask, pc.is_null(part.column(self.key)))
-                pieces.append(part.filter(mask))
+                ranges = _ranges(f, self.key)
+                picked = ranges.holding(ordered, with_null)
+                if picked:
+                    plan.append((f, picked))
+                    groups += len(picked)
+                    read += sum(ranges.rows[g] for g in picked)
+        if most is not None and read > most:
+            return None
+        pieces: list[pa.Table] = []
+        for f, picked in plan:
+            meta = _footer(f)
+            present = [c for c in [*columns, DIFF] if c in meta.schema.names]
+            part = pq.ParquetFile(f, metadata=meta).read_row_groups(picked, columns=present)
+            try:
+                keys = pa.array(ordered, part.schema.field(self.key).type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
+                return None
+            mask = pc.is_in(part.column(self.key), value_set=keys)
+            if with_null:
+                mask = pc.or_(mask, pc.is_null(part.column(self.key)))
+            pieces.append(part.filter(mask))
         if not pieces:  # typed like the stored rows, for Spark
             schema = _footer(chain[-1].files[0]).schema.to_arrow_schema()
             pieces.append(schema.empty_table().select(
@@ -241,16 +241,73 @@ def consolidate(rows: pa.Table) -> pa.Table:
     return summed.filter(pc.not_equal(summed.column(DIFF), 0)).select(cols + [DIFF])
 
 
-def _may_hold(stats: Any, ordered: list[Any], with_null: bool) -> bool:
-    if stats is None or not stats.has_min_max:
-        return stats is None or (stats.null_count or 0) > 0 or bool(ordered)
-    if with_null and (stats.null_count or 0) > 0:
-        return True
+@dataclass
+class _Ranges:
+    """A file's row groups by key range. A batch file is sorted by its key (NULLs
+    last), so the ranges are in order and a key's row groups are found by bisection:
+    a lookup costs O(keys · log groups), not a pass over every row group."""
+
+    lo: list[Any]  # min per row group with a min/max (a prefix: NULL-only ones last)
+    hi: list[Any]
+    nulls: list[int]  # NULL keys per row group (all of them)
+    rows: list[int]
+    ordered: bool  # the ranges are sorted (else every group is tested)
+    unknown: list[int]  # groups past the prefix that may hold keys: always read
+
+    def holding(self, keys: list[Any], with_null: bool) -> list[int]:
+        picked: set[int] = set()
+        n = len(self.lo)
+        try:
+            if self.ordered:
+                for k in keys:
+                    g = bisect.bisect_left(self.hi, k)
+                    while g < n and self.lo[g] <= k:
+                        picked.add(g)
+                        g += 1
+            else:
+                for g in range(n):
+                    i = bisect.bisect_left(keys, self.lo[g])
+                    if i < len(keys) and keys[i] <= self.hi[g]:
+                        picked.add(g)
+        except TypeError:  # e.g. an aware and a naive timestamp: read every group
+            picked.update(range(n))
+        if with_null:
+            picked.update(g for g, c in enumerate(self.nulls) if c)
+        picked.update(self.unknown)
+        return sorted(picked)
+
+
+_RANGES: OrderedDict[str, _Ranges] = OrderedDict()
+
+
+def _ranges(path: str, key: str) -> _Ranges:
+    hit = _RANGES.get(path)
+    if hit is not None:
+        _RANGES.move_to_end(path)
+        return hit
+    meta = _footer(path)
+    at = meta.schema.names.index(key)
+    lo: list[Any] = []
+    hi: list[Any] = []
+    nulls, rows, unknown = [], [], []
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        stats = rg.column(at).statistics
+        rows.append(rg.num_rows)
+        nulls.append(rg.num_rows if stats is None else int(stats.null_count or 0))
+        if stats is not None and stats.has_min_max and len(lo) == g:
+            lo.append(stats.min)
+            hi.append(stats.max)
+        elif stats is None or stats.has_min_max:  # no statistics, or out of order
+            unknown.append(g)
     try:
-        i = bisect.bisect_left(ordered, stats.min)
-        return i < len(ordered) and ordered[i] <= stats.max
-    except TypeError:  # e.g. an aware and a naive timestamp: read it
-        return True
+        ordered = all(lo[i] <= lo[i + 1] and hi[i] <= hi[i + 1] for i in range(len(lo) - 1))
+    except TypeError:
+        ordered = False
+    hit = _RANGES[path] = _Ranges(lo, hi, nulls, rows, ordered, unknown)
+    if len(_RANGES) > _FOOTER_LIMIT:
+        _RANGES.popitem(last=False)
+    return hit
 
 
 def _writer(key: str, group_rows: int) -> Any:

@@ -58,6 +58,7 @@ class Arranged:
     shard: ArrangementShard
     batches: list[Batch]
     versions: dict[str, int | None]
+    most: int | None = None  # rows a lookup may bring to the driver (None: any)
     read: list[int] = field(default_factory=lambda: [0])  # rows its lookups read
 
     def lookup(self, mode: str, values: Sequence[Any], columns: list[str]) -> Lookup | None:
@@ -69,7 +70,7 @@ class Arranged:
         chain = self.shard.chain(version, self.batches)
         if chain is None:
             return None
-        found = self.shard.lookup(chain, list(values), columns)
+        found = self.shard.lookup(chain, list(values), columns, self.most)
         if found is not None:
             self.read[0] += found.read
         return found
@@ -93,7 +94,8 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
         for need in by_item.get(item_id, []):
             arr = shard(warehouse, cluster_id, need)
             _catch_up(arr, Shard.shared(paths.table(warehouse, item_id)), inp, at, tuning)
-            arranged[need.column] = Arranged(need, arr, arr.batches(), inp.versions)
+            arranged[need.column] = Arranged(need, arr, arr.batches(), inp.versions,
+                                             tuning.lookup_rows)
         out[ref] = dataclasses.replace(inp, arranged=arranged)
     return out
 
