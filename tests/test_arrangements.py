@@ -232,3 +232,36 @@ def test_two_views_share_an_arrangement_until_both_are_dropped(
         conn.execute("DROP MATERIALIZED VIEW v2")
         assert conn.execute("SELECT id FROM mz_arrangements").rows == []
         assert not any(root.rglob("_delta_log"))
+
+
+def test_an_arrangement_whose_table_history_is_gone_is_rebuilt(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mzflow.storage.arrangement import ArrangementShard
+    from mzflow.storage.delta import Shard
+
+    (tmp_path / "s").mkdir()
+    with _home(tmp_path, "h") as conn:
+        shop = Shop(conn, tmp_path / "s", 200, seed=11)
+        conn.execute(f"CREATE MATERIALIZED VIEW q3 IN CLUSTER c AS {Q3}")
+        conn.tick(cluster="c")
+        shop.batch(5)
+        conn.tick(cluster="c")
+        shop.batch(5)
+        # The arrangements lag behind the tick (as after a crash between ticks), and the
+        # table's change feed since their frontier is gone (compacted): they are rebuilt.
+        frontier = ArrangementShard.frontier
+        monkeypatch.setattr(ArrangementShard, "frontier",
+                            lambda self: (lambda f: None if f is None else f - 1)(
+                                frontier(self)))
+
+        def gone(self: Shard, after: int, through: int) -> pa.Table:
+            raise OSError(f"no such file: the history after {after} was vacuumed")
+        monkeypatch.setattr(Shard, "change_rows", gone)
+        (report,) = conn.tick(cluster="c")
+        assert report.error is None, report.line()
+        monkeypatch.undo()
+        shop.check("q3", Q3)
+        shop.batch(5)
+        (report,) = conn.tick(cluster="c")
+        assert report.error is None, report.line()
+        shop.check("q3", Q3)

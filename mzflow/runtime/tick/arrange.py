@@ -14,6 +14,7 @@ or run twice leaves batches the next reader either reuses or ignores.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,8 @@ from mzflow.plan.ir import Node
 from mzflow.storage import paths
 from mzflow.storage.arrangement import ArrangementShard, Batch, Lookup
 from mzflow.storage.delta import DIFF, Shard
+
+log = logging.getLogger("mzflow.arrangements")
 
 # Open arrangement shards, process-wide: an open Delta table reads only the commits
 # since it was last read, so a tick's bookkeeping does not grow with the history.
@@ -121,12 +124,20 @@ def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: 
         frontier = base
     if frontier >= new_v:
         return
+    changes = None
     if frontier == old_v and inp.changes is not None:
         changes, _ = inp.changes()  # the change feed the tick reads anyway
-    else:
-        changes = table.change_rows(frontier, new_v)
-    if not isinstance(changes, pa.Table):  # a hydrating tick's Spark frame: read anew
-        changes = table.change_rows(frontier, new_v)
+    if not isinstance(changes, pa.Table):  # another range, or a hydrating tick's frame
+        try:
+            changes = table.change_rows(frontier, new_v)
+        except Exception as e:  # that history was compacted away: build it anew
+            log.warning("arrangement %s: the table's changes since version %d are gone "
+                        "(%s); rebuilding it", arr.path.name, frontier, e)
+            shutil.rmtree(arr.path)
+            arr.forget()
+            arr.add_batch(_rows_of(inp.files[NEW] or (), table, new_v), -1, new_v, at,
+                          **write)
+            return
     arr.add_batch(changes, frontier, new_v, at, **write)
     _merge(arr, frontier, at, write)
 
