@@ -43,13 +43,21 @@ class Restriction:
     """Rows whose ``exprs`` (over the node's columns) equal one of ``keys``' rows."""
 
     exprs: tuple[exp.Expr, ...]
-    keys: Any  # DataFrame with columns k0..kn
+    # DataFrame with columns k0..kn, or a maker of it: most restrictions end in a
+    # lookup or a pruned scan by ``values`` and never need the frame (~50 ms to build)
+    source: Any
     values: list[tuple[Any, ...]] | None  # the same, collected (None: too many)
+
+    @property
+    def keys(self) -> Any:
+        if callable(self.source):
+            self.source = self.source()
+        return self.source
 
     def over(self, exprs: tuple[exp.Expr, ...]) -> Restriction:
         """The same keys, matched by other expressions (the restriction moved to an
         input whose columns compute them)."""
-        return Restriction(exprs, self.keys, self.values)
+        return Restriction(exprs, lambda: self.keys, self.values)
 
 
 class Dataflow:
@@ -109,8 +117,8 @@ class Dataflow:
         if len(rows) > self.collect_limit:
             return Restriction(exprs, keys.distinct(), None)
         values = list(dict.fromkeys(tuple(row) for row in rows))
-        local = self.spark.createDataFrame(values, keys.schema) if values else keys.limit(0)
-        return Restriction(exprs, local, values)
+        return Restriction(exprs, lambda: (self.spark.createDataFrame(values, keys.schema)
+                                           if values else keys.limit(0)), values)
 
     def recompute_diff(self, node: Node, r: Restriction | None = None) -> Any:
         """The node's contents at the new time (+1) and the old (-1): its changes, for
