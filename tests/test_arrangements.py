@@ -196,7 +196,7 @@ def _values(rows: list[tuple[int | None, int]]) -> str:
     return ", ".join(f"({'NULL' if a is None else a}, {b})" for a, b in rows)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck),
           phases=[Phase.explicit, Phase.reuse, Phase.generate], print_blob=True)
 @given(batches=st.lists(st.tuples(rows_t, rows_t, small), min_size=3, max_size=4))
 def test_two_views_share_an_arrangement_until_both_are_dropped(

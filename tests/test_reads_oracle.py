@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 # Random examples the battery runs on, besides the explicit ones: each costs one Spark
 # query per battery case (about 10 s on 2 cores). Raise it for a deeper local run.
-MAX_EXAMPLES = int(os.environ.get("MZFLOW_ORACLE_EXAMPLES", "12"))
+MAX_EXAMPLES = int(os.environ.get("MZFLOW_ORACLE_EXAMPLES", "8"))
 
 
 @pytest.fixture(scope="module")

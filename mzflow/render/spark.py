@@ -187,7 +187,12 @@ def to_arrow(df: Any) -> pa.Table:
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    if df._jdf.queryExecution().optimizedPlan().getClass().getSimpleName() != "LocalRelation":
+    try:
+        local = (df._jdf.queryExecution().optimizedPlan().getClass().getSimpleName()
+                 == "LocalRelation")
+    except Exception:  # a Spark Connect frame has no JVM handle; its toArrow is cheap
+        local = False
+    if not local:
         return pa.table(df.toArrow())
     schema = to_arrow_schema(df.schema, timezone="UTC")
     rows = df.collect()
