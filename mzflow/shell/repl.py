@@ -149,14 +149,19 @@ class Shell:
         try:
             with _cancelling(), self.status.running(" ".join(text.split())):
                 results = [self.conn.execute_parsed(stmt) for stmt in parse(text)]
-        except Error as e:
-            self._error(f"ERROR: {e}")
-            return True
         except KeyboardInterrupt:
             self._error("ERROR: canceling statement due to user request")
             return False
-        except Exception as e:  # a bug: say so, keep the details, keep the session
-            self._internal(e)
+        except Exception as e:
+            if _INTERRUPTED.is_set():
+                # The interrupted Py4J call can surface as its own error ("Answer from
+                # Java side is empty") instead of the KeyboardInterrupt.
+                self._error("ERROR: canceling statement due to user request")
+                return False
+            if isinstance(e, Error):
+                self._error(f"ERROR: {e}")
+                return True
+            self._internal(e)  # a bug: say so, keep the details, keep the session
             return False
         for result in results:
             print_result(result, self.out, self.expanded)
@@ -296,6 +301,7 @@ def spark_log(home: Path) -> Path:
 @contextmanager
 def _cancelling() -> Iterator[None]:
     """Ctrl-C while a statement runs cancels its Spark jobs, then interrupts it."""
+    _INTERRUPTED.clear()
     previous = signal.signal(signal.SIGINT, _interrupt)
     try:
         yield
@@ -303,9 +309,15 @@ def _cancelling() -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+# Set by Ctrl-C while a statement runs; whatever that statement then fails with is the
+# cancellation.
+_INTERRUPTED = threading.Event()
+
+
 def _interrupt(signum: int, frame: object) -> None:
     from mzflow.render import spark
 
+    _INTERRUPTED.set()
     if spark.started():
         # From another thread: the main thread's Py4J connection is busy with the call
         # being interrupted.
