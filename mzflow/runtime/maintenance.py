@@ -5,6 +5,12 @@ still has to export (its read hold); Delta's small files are
 merged (optimize), the log is checkpointed, and files no version at or after
 ``since`` can read are vacuumed. Reads at ``t >= since`` keep working; reads
 below ``since`` were already refused.
+
+The shards ticks keep beside their indexes are compacted too, so that a tick's cost
+does not grow with the ticks before it: an index's GROUP BY state (its merges leave
+many small files) and each cluster's arrangements (their merges leave merged-away
+batches behind for readers still at an older version; those go once older than the
+arranged table's retention).
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from pathlib import Path
 from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
-from mzflow.runtime import sinks
+from mzflow.runtime import arrangements, sinks
 from mzflow.storage import paths
-from mzflow.storage.delta import IndexShard, Shard
+from mzflow.storage.arrangement import ArrangementShard
+from mzflow.storage.delta import IndexShard, Shard, StateShard
 
 log = logging.getLogger("mzflow.compact")
 
@@ -31,6 +38,7 @@ class Compacted:
     version: int
     files_removed: int
     files_merged: int
+    kind: str = "table"  # table, index, state (of an index) or arrangement
 
 
 def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Compacted]:
@@ -42,6 +50,9 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
         for item in snap.items:
             if item.kind == INDEX and (only is None or item.name == only):
                 out.append(_compact_index(w, warehouse, item))
+                state = _compact_state(w, warehouse, item)
+                if state is not None:
+                    out.append(state)
             if item.kind != TABLE or (only is not None and item.name != only):
                 continue
             shard = Shard(paths.table(warehouse, item.id))
@@ -59,6 +70,7 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
             log.info("compacted %s: since %d, versions >= %d kept, %d files removed",
                      result.table, since, keep_from, result.files_removed)
             out.append(result)
+        out.extend(_compact_arrangements(w, warehouse, only))
     return out
 
 
@@ -74,4 +86,52 @@ def _compact_index(w: Writer, warehouse: Path, index: Item) -> Compacted:
     stats = shard.compact(keep_from, done)
     w.set_since(index.id, since)
     return Compacted(index.qualified_name, since, keep_from, shard.version(),
-                     stats["removed_files"], int(stats["optimize"].get("numFilesRemoved", 0)))
+                     stats["removed_files"], int(stats["optimize"].get("numFilesRemoved", 0)),
+                     INDEX)
+
+
+def _compact_state(w: Writer, warehouse: Path, index: Item) -> Compacted | None:
+    """The GROUP BY state of a state-mode index, read by its ticks at the newest commit
+    at or before the index's time. Skipped while the state is ahead of its index (a
+    tick failed between the two commits): the next tick puts those groups back by
+    reading exactly those commits."""
+    state = StateShard(paths.state(warehouse, index.id))
+    index_shard = IndexShard(paths.index(warehouse, index.id))
+    if not state.exists() or not index_shard.exists():
+        return None
+    done, _ = index_shard.state()
+    (newest,) = state.history()[-1:] or [(-1, -1)]
+    if newest[1] > done:
+        log.info("state of %s is ahead of its index (%d > %d): not compacted",
+                 index.qualified_name, newest[1], done)
+        return None
+    since = min(done, frontiers.since(index, w.snapshot))
+    keep_from = state.version_at(since) or 0
+    stats = state.compact(keep_from, done)
+    return Compacted(f"{index.qualified_name} (state)", since, keep_from, state.version(),
+                     stats["removed_files"], int(stats["optimize"].get("numFilesRemoved", 0)),
+                     "state")
+
+
+def _compact_arrangements(w: Writer, warehouse: Path, only: str | None) -> list[Compacted]:
+    snap = w.snapshot
+    out = []
+    for cluster_id, found in sorted(arrangements.wanted(snap).items()):
+        for need in sorted(found):
+            table = snap.item(need.item_id)
+            if only is not None and table.name != only:
+                continue
+            path = paths.arrangement(warehouse, cluster_id, need.item_id, need.column)
+            shard = ArrangementShard(path, need.column)
+            if not shard.exists():
+                continue
+            # A tick that opened the arrangement within the table's retention may still
+            # read batches merged away since.
+            keep_ts = snap.read_ts - frontiers.retain_ms(table, snap)
+            stats = shard.reclaim(keep_ts)
+            cluster = snap.cluster(cluster_id)
+            where = cluster.name if cluster is not None else f"cluster {cluster_id}"
+            name = f"{table.qualified_name} by {need.column} (arrangement in {where})"
+            out.append(Compacted(name, keep_ts, stats["keep_from"], stats["version"],
+                                 stats["removed_files"], 0, "arrangement"))
+    return out

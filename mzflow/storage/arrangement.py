@@ -179,6 +179,23 @@ class ArrangementShard(Shard):
         else:
             write_deltalake(target, rows, mode="overwrite", predicate=predicate, **options)
 
+    # -- maintenance --------------------------------------------------------------------
+
+    def reclaim(self, keep_from_ts: int) -> dict[str, Any]:
+        """Checkpoint the log and delete the files of batches merged away before
+        ``keep_from_ts``: a tick that opened the arrangement since then may still read
+        them. Files are never rewritten (an optimize would mix batches in one file, and
+        a file's constant range columns are how the chain is found); merging is the
+        batches' own."""
+        dt = self._table()
+        dt.create_checkpoint()
+        latest = int(dt.version())
+        keep_from = min(self.version_at(keep_from_ts) or 0, latest)
+        removed = dt.vacuum(retention_hours=0, dry_run=False,
+                            enforce_retention_duration=False,
+                            keep_versions=list(range(keep_from, latest + 1)))
+        return {"removed_files": len(removed), "keep_from": keep_from, "version": latest}
+
     # -- reads --------------------------------------------------------------------------
 
     def lookup(self, chain: list[Batch], values: list[Any], columns: list[str],

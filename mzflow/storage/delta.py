@@ -268,8 +268,10 @@ class Shard:
         dt = self._table()
         dt.create_checkpoint()
         keep = list(range(keep_from, int(dt.version()) + 1))
+        # Vacuum commits too (VACUUM START/END): with the same metadata, so that the
+        # newest commit still says what time the shard is complete through.
         removed = dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
-                            keep_versions=keep)
+                            keep_versions=keep, commit_properties=props)
         return {"optimize": stats, "removed_files": len(removed)}
 
     def _table(self) -> Any:
@@ -354,10 +356,19 @@ class IndexShard(Shard):
         return 0
 
     def state(self) -> tuple[int, str | None]:
-        """``(ts the contents are complete through, current error or None)``."""
-        entries = _log(self._table(), 1)
-        last = entries[0] if entries else {}
-        return int(last.get(TS_KEY, -1)), last.get(ERROR_KEY)
+        """``(ts the contents are complete through, current error or None)``, from the
+        newest commit mzflow wrote (compactions before this version of mzflow left
+        vacuum commits without its metadata)."""
+        dt = self._table()
+        limit, total = 1, int(dt.version()) + 1
+        while True:
+            entries = _log(dt, min(limit, total))
+            for entry in entries:
+                if TS_KEY in entry:
+                    return int(entry[TS_KEY]), entry.get(ERROR_KEY)
+            if len(entries) >= total:
+                return -1, None
+            limit *= 4
 
     def good_through(self) -> int:
         """The time of the newest commit without an error: the contents are exactly
@@ -470,6 +481,19 @@ class StateShard(Shard):
             predicate=None if keep_empty else f"s.{ROWS} <> 0")
         merger.execute()
         return self.version()
+
+    def compact(self, keep_from: int, ts: int) -> dict[str, Any]:
+        """Merge the small files the ticks' merges leave, checkpoint, vacuum. The
+        optimize commit repeats the newest tick commit's metadata (its time and what
+        the tick recorded, such as top-k candidates): a tick reads the state at the
+        newest commit at or before its time, and with it that metadata. The caller
+        compacts only a state whose newest commit is the index's (no commit of a
+        failed tick to put back: ``KeptState.stale``). ``ts`` is unused."""
+        from deltalake import CommitProperties
+
+        (newest,) = _log(self._table(), 1)
+        meta = {k: str(v) for k, v in newest.items() if k.startswith("mzflow.")}
+        return self._compact(keep_from, CommitProperties(custom_metadata=meta))
 
     def commit_metadata(self, version: int, newest: int = 16) -> dict[str, Any]:
         """The metadata of commit ``version`` (what the tick that wrote it recorded
