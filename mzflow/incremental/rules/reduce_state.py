@@ -170,6 +170,8 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     nkeys = len(node.keys)
     keys = list(node.columns[:nkeys])
     parts = _parts(node)
+    if state.rebuild:
+        return _rebuild(flow, chain, node, keys, parts, topk_margin)
     d = flow.delta(node.input)
     stale = state.stale()
     if d is None and stale is None:
@@ -178,19 +180,7 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
         from mzflow.incremental.dataflow import NEW
 
         d = flow.full(node.input, NEW).limit(0).withColumn(DIFF, F.lit(1).cast("bigint"))
-    sums = [F.sum(F.col(DIFF)).alias(ROWS), F.min(F.col(DIFF)).alias(_LEAST_DIFF)]
-    for name, arg, role in parts:
-        assert arg is not None
-        if role in ("min", "max"):
-            sums.append((F.min if role == "min" else F.max)(F.expr(sql(arg))).alias(name))
-        elif role == "s":
-            sums.append(F.sum(F.expr(f"({sql(arg)}) * `{DIFF}`")).alias(name))
-        else:
-            sums.append(F.sum(F.when(F.expr(sql(arg)).isNotNull(), F.col(DIFF))
-                              .otherwise(F.lit(0))).alias(name))
-    key_cols = [F.expr(sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
-    batch_df = d.groupBy(*key_cols).agg(*sums) if keys else d.agg(*sums)
-    batch_df = batch_df.withColumn(KEY, key_column(batch_df, keys) if keys else F.lit("global"))
+    batch_df = _partials(node, d, keys, parts)
     batch = batch_df.toArrow()
     if keys:
         batch = batch.filter(pc.is_valid(batch.column(ROWS)))
@@ -264,6 +254,56 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
 
 
 _LEAST_DIFF = "_mz_least_diff"
+
+
+def _partials(node: ir.Reduce, d: Any, keys: list[str],
+              parts: list[tuple[str, exp.Expr | None, str]]) -> Any:
+    """Per group of the changes ``d`` (rows with a DIFF): the partials they add."""
+    from pyspark.sql import functions as F
+
+    sums = [F.sum(F.col(DIFF)).alias(ROWS), F.min(F.col(DIFF)).alias(_LEAST_DIFF)]
+    for name, arg, role in parts:
+        assert arg is not None
+        if role in ("min", "max"):
+            sums.append((F.min if role == "min" else F.max)(F.expr(sql(arg))).alias(name))
+        elif role == "s":
+            sums.append(F.sum(F.expr(f"({sql(arg)}) * `{DIFF}`")).alias(name))
+        else:
+            sums.append(F.sum(F.when(F.expr(sql(arg)).isNotNull(), F.col(DIFF))
+                              .otherwise(F.lit(0))).alias(name))
+    key_cols = [F.expr(sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
+    out = d.groupBy(*key_cols).agg(*sums) if keys else d.agg(*sums)
+    return out.withColumn(KEY, key_column(out, keys) if keys else F.lit("global"))
+
+
+def _rebuild(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, keys: list[str],
+             parts: list[tuple[str, exp.Expr | None, str]], topk_margin: int) -> StateResult:
+    """Every group's partials from the input at the new time, and the output from
+    them: a recompute's work once, plus writing the state. The input is read as a
+    query (never as a delta join from an empty past, which restricts each input by
+    the keys of everything). The partials are computed once (a local checkpoint,
+    freed with the frame): the state's rows and the output both read them."""
+    from pyspark.sql import functions as F
+
+    from mzflow.incremental.dataflow import NEW
+
+    rows = flow.full(node.input, NEW).withColumn(DIFF, F.lit(1).cast("bigint"))
+    computed = _partials(node, rows, keys, parts).drop(_LEAST_DIFF)
+    if keys:
+        computed = computed.where(F.col(ROWS) != 0)
+    else:  # the one group of a global aggregate, even over no rows: counts are 0
+        for c in [ROWS] + [name for name, _, role in parts if role == "n"]:
+            computed = computed.withColumn(c, F.coalesce(F.col(c), F.lit(0).cast("bigint")))
+    live = computed.localCheckpoint(eager=True)
+    groups = live.toArrow()  # nullable like the merges' rows, which later ticks write
+    groups = groups.cast(pa.schema([f.with_nullable(True) for f in groups.schema]))
+    ranking = (Ranking.of(chain, bool(keys), topk_margin)
+               if any(isinstance(n, ir.TopK) for n in chain) else None)
+    if ranking is not None:  # the candidates seeded for the next ticks
+        output, candidates = ranking.rank(
+            _finalize(node, live.withColumn(KEPT, F.lit(False)), (KEY, KEPT)), None, False)
+        return StateResult(groups, output, full=True, candidates=candidates)
+    return StateResult(groups, _above(chain, _finalize(node, live)), full=True)
 
 
 def _with_stale(batch: pa.Table, stale: pa.Array, state: KeptState, keys: list[str],

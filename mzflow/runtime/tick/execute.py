@@ -123,6 +123,8 @@ def incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool
                 warehouse: Path, n: Counters) -> pa.Table | None:
     from mzflow.render import spark
 
+    if rebuild:  # a recompute's work: Spark's adaptive plans (broadcasts) do it best
+        return _incremental(t, inputs, mode, since, rebuild, at, warehouse, n)
     with spark.few_jobs():
         return _incremental(t, inputs, mode, since, rebuild, at, warehouse, n)
 
