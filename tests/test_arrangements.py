@@ -290,7 +290,7 @@ def test_compaction_reclaims_states_and_arrangements_and_ticks_stay_exact(
         conn.execute(f"CREATE MATERIALIZED VIEW q3 IN CLUSTER c AS {Q3}")
         conn.execute(f"CREATE MATERIALIZED VIEW q3top IN CLUSTER c AS {top}")
         conn.tick(cluster="c")
-        for _ in range(8):
+        for _ in range(6):
             shop.batch(4)
             conn.tick(cluster="c")
         warehouse = conn.config.warehouse
