@@ -50,6 +50,8 @@ VIEWS = {
            "GROUP BY a HAVING count(*) > 1",
     "totals": "SELECT count(*) AS n, sum(c) AS s, avg(c) AS av FROM u WHERE c > -3",
     "top2": "SELECT a, sum(b) AS s FROM t GROUP BY a ORDER BY s DESC NULLS LAST, a LIMIT 2",
+    # ordered by an aggregate the SELECT list does not have (lowering failed before)
+    "topmax": "SELECT a FROM t GROUP BY a ORDER BY max(b) DESC NULLS LAST, a LIMIT 2",
     "exc": "SELECT a FROM t EXCEPT SELECT a FROM u",
     "inq": "SELECT a, b FROM t WHERE a IN (SELECT a FROM u WHERE c > 0)",
     "notex": "SELECT a, b FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",

@@ -179,6 +179,9 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
             # What sql/joins.py could not flatten; renaming the table would drop its joins.
             raise Unsupported("a parenthesized join with an alias or on the right of an "
                               "outer join is not supported yet")
+        if isinstance(table.this, exp.Func):  # generate_series(…) and other table functions
+            name = table.this.sql(dialect=DIALECT).split("(")[0].lower()
+            raise Unsupported(f"table function {name} in FROM is not supported yet")
         rel = resolve_relation(snap, table)
         alias = table.alias_or_name
         key = rel.name

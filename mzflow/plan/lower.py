@@ -184,7 +184,10 @@ class _Lowerer:
         projections = list(s.selects)
         having = s.args.get("having")
         group = s.args.get("group")
-        aggs = [a for p in projections + ([having] if having else [])
+        # ORDER BY max(v) … LIMIT: an aggregate only the order uses is computed too.
+        order = s.args.get("order")
+        ordered = [o.this for o in order.expressions] if order else []
+        aggs = [a for p in projections + ([having] if having else []) + ordered
                 for a in p.find_all(exp.AggFunc) if not a.find_ancestor(exp.Window)]
         if group is not None or aggs:
             node, rewrite = self.reduce(node, group, aggs, rewrite)
