@@ -50,3 +50,24 @@ def test_readme_lists_every_threshold_and_reason_code() -> None:
         assert f"| `{name}` | {f.default} |" in readme, name
     for code, text in REASONS.items():
         assert f"| {code} | {text} |" in readme, code
+
+
+def test_spark_driver_memory_is_sized_to_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    from mzflow.render import spark
+
+    monkeypatch.delenv("MZFLOW_SPARK_DRIVER_MEMORY", raising=False)
+    size = spark.driver_memory()
+    assert re.fullmatch(r"[1-8]g", size), size
+    monkeypatch.setenv("MZFLOW_SPARK_DRIVER_MEMORY", "3g")
+    assert spark.driver_memory() == "3g"
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_session_runs_with_that_driver_memory() -> None:
+    from mzflow.render import spark
+
+    conf = spark.session().sparkContext.getConf()
+    assert conf.get("spark.driver.memory") == spark.driver_memory()
