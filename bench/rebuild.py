@@ -49,7 +49,9 @@ def main() -> int:
     db = duckdb.connect()
     data.load_duckdb(db, files)
     (lineitems,) = db.execute("SELECT count(*) FROM lineitem").fetchone()
-    n_orders = max(1, round(args.batch * lineitems / 4))
+    (per_order,) = db.execute("SELECT count(*) / count(DISTINCT l_orderkey) FROM lineitem"
+                              ).fetchone()
+    n_orders = max(1, round(args.batch * lineitems / per_order))
     home = Path(tempfile.mkdtemp(prefix="mzflow-rebuild-bench-"))
     recomputes: dict[str, list[float]] = {n: [] for n in queries}
     rebuilds: dict[str, list[float]] = {n: [] for n in queries}

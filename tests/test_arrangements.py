@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +100,18 @@ def _home(tmp_path: Path, name: str) -> mzflow.Connection:
     return conn
 
 
+@contextmanager
+def _q3_shop(tmp_path: Path, orders: int, seed: int
+             ) -> Iterator[tuple[mzflow.Connection, Shop]]:
+    """A home with a Shop of ``orders`` orders and the Q3 view in cluster c, hydrated."""
+    (tmp_path / "s").mkdir()
+    with _home(tmp_path, "h") as conn:
+        shop = Shop(conn, tmp_path / "s", orders, seed=seed)
+        conn.execute(f"CREATE MATERIALIZED VIEW q3 IN CLUSTER c AS {Q3}")
+        conn.tick(cluster="c")
+        yield conn, shop
+
+
 def test_a_join_tick_reads_in_proportion_to_its_change(tmp_path: Path) -> None:
     n = 10
     seen = []
@@ -167,11 +181,7 @@ conn.tick(cluster="c")
 
 
 def test_a_tick_killed_after_an_arrangement_commit_completes_exactly(tmp_path: Path) -> None:
-    (tmp_path / "s").mkdir()
-    with _home(tmp_path, "h") as conn:
-        shop = Shop(conn, tmp_path / "s", 300, seed=5)
-        conn.execute(f"CREATE MATERIALIZED VIEW q3 IN CLUSTER c AS {Q3}")
-        conn.tick(cluster="c")
+    with _q3_shop(tmp_path, 300, seed=5) as (conn, shop):
         shop.batch(7)
         index = next(i for i in conn.store.snapshot().items if i.kind == "index")
         from mzflow.runtime.ticks import index_shard
@@ -241,11 +251,7 @@ def test_an_arrangement_whose_table_history_is_gone_is_rebuilt(
     from mzflow.storage.arrangement import ArrangementShard
     from mzflow.storage.delta import Shard
 
-    (tmp_path / "s").mkdir()
-    with _home(tmp_path, "h") as conn:
-        shop = Shop(conn, tmp_path / "s", 200, seed=11)
-        conn.execute(f"CREATE MATERIALIZED VIEW q3 IN CLUSTER c AS {Q3}")
-        conn.tick(cluster="c")
+    with _q3_shop(tmp_path, 200, seed=11) as (conn, shop):
         shop.batch(5)
         conn.tick(cluster="c")
         shop.batch(5)
@@ -331,11 +337,7 @@ def test_a_state_rebuild_reads_its_inputs_once_like_a_recompute(tmp_path: Path) 
     """After a recomputed tick left the GROUP BY state behind, the next tick rebuilds it
     from one read of each input (as the recompute did), not by a delta join from an
     empty past, which read the inputs again per join term and collected their keys."""
-    (tmp_path / "s").mkdir()
-    with _home(tmp_path, "h") as conn:
-        shop = Shop(conn, tmp_path / "s", 2_000, seed=5)
-        conn.execute(f"CREATE MATERIALIZED VIEW q3 IN CLUSTER c AS {Q3}")
-        conn.tick(cluster="c")
+    with _q3_shop(tmp_path, 2_000, seed=5) as (conn, shop):
         shop.batch(10)
         (full,) = conn.tick(cluster="c", full_refresh=True)
         assert full.strategy.startswith("recompute"), full.strategy

@@ -49,10 +49,7 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
         held = sinks.holds(snap)
         for item in snap.items:
             if item.kind == INDEX and (only is None or item.name == only):
-                out.append(_compact_index(w, warehouse, item))
-                state = _compact_state(w, warehouse, item)
-                if state is not None:
-                    out.append(state)
+                out.extend(_compact_index(w, warehouse, item))
             if item.kind != TABLE or (only is not None and item.name != only):
                 continue
             shard = Shard(paths.table(warehouse, item.id))
@@ -74,10 +71,11 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
     return out
 
 
-def _compact_index(w: Writer, warehouse: Path, index: Item) -> Compacted:
+def _compact_index(w: Writer, warehouse: Path, index: Item) -> list[Compacted]:
+    """The index, then the GROUP BY state its ticks keep beside it (if any)."""
     shard = IndexShard(paths.index(warehouse, index.id))
     if not shard.exists():
-        return Compacted(index.qualified_name, 0, 0, -1, 0, 0)
+        return [Compacted(index.qualified_name, 0, 0, -1, 0, 0, INDEX)]
     done, _ = shard.state()
     # An index's since never passes what it holds: a serializable read at its upper
     # must still find its files.
@@ -85,27 +83,26 @@ def _compact_index(w: Writer, warehouse: Path, index: Item) -> Compacted:
     keep_from = shard.version_at(since) or 0
     stats = shard.compact(keep_from, done)
     w.set_since(index.id, since)
-    return Compacted(index.qualified_name, since, keep_from, shard.version(),
+    out = [Compacted(index.qualified_name, since, keep_from, shard.version(),
                      stats["removed_files"], int(stats["optimize"].get("numFilesRemoved", 0)),
-                     INDEX)
+                     INDEX)]
+    state = _compact_state(warehouse, index, done, since)
+    return out if state is None else [*out, state]
 
 
-def _compact_state(w: Writer, warehouse: Path, index: Item) -> Compacted | None:
+def _compact_state(warehouse: Path, index: Item, done: int, since: int) -> Compacted | None:
     """The GROUP BY state of a state-mode index, read by its ticks at the newest commit
     at or before the index's time. Skipped while the state is ahead of its index (a
     tick failed between the two commits): the next tick puts those groups back by
     reading exactly those commits."""
     state = StateShard(paths.state(warehouse, index.id))
-    index_shard = IndexShard(paths.index(warehouse, index.id))
-    if not state.exists() or not index_shard.exists():
+    if not state.exists():
         return None
-    done, _ = index_shard.state()
-    (newest,) = state.history()[-1:] or [(-1, -1)]
-    if newest[1] > done:
+    history = state.history()
+    if history and history[-1][1] > done:
         log.info("state of %s is ahead of its index (%d > %d): not compacted",
-                 index.qualified_name, newest[1], done)
+                 index.qualified_name, history[-1][1], done)
         return None
-    since = min(done, frontiers.since(index, w.snapshot))
     keep_from = state.version_at(since) or 0
     stats = state.compact(keep_from, done)
     return Compacted(f"{index.qualified_name} (state)", since, keep_from, state.version(),

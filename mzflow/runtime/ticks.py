@@ -197,9 +197,6 @@ class _Tick:
         except inputs.HistoryGone:
             self.decision = Decision(FULL, R_HISTORY)
             return self._recompute()
-        except execute.EmptyRebuild:
-            self.decision = Decision(FULL)
-            return self._recompute()
         except Exception as e:
             raise spark.translate_error(e) from None
 

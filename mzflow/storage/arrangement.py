@@ -187,14 +187,10 @@ class ArrangementShard(Shard):
         them. Files are never rewritten (an optimize would mix batches in one file, and
         a file's constant range columns are how the chain is found); merging is the
         batches' own."""
-        dt = self._table()
-        dt.create_checkpoint()
-        latest = int(dt.version())
+        latest = self.version()
         keep_from = min(self.version_at(keep_from_ts) or 0, latest)
-        removed = dt.vacuum(retention_hours=0, dry_run=False,
-                            enforce_retention_duration=False,
-                            keep_versions=list(range(keep_from, latest + 1)))
-        return {"removed_files": len(removed), "keep_from": keep_from, "version": latest}
+        removed = self._vacuum(keep_from, None)
+        return {"removed_files": removed, "keep_from": keep_from, "version": latest}
 
     # -- reads --------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ Only this module imports deltalake.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -263,16 +264,19 @@ class Shard:
         return self._compact(keep_from, _props(ts, None))
 
     def _compact(self, keep_from: int, props: Any) -> dict[str, Any]:
-        dt = self._table()
-        stats = dt.optimize.compact(commit_properties=props)
+        stats = self._table().optimize.compact(commit_properties=props)
+        return {"optimize": stats, "removed_files": self._vacuum(keep_from, props)}
+
+    def _vacuum(self, keep_from: int, props: Any) -> int:
+        """Checkpoint the log, then delete the files no version ``>= keep_from`` reads;
+        how many went. Vacuum commits too (VACUUM START/END): with ``props``' metadata,
+        so that the newest commit still says what time the shard is complete through."""
         dt = self._table()
         dt.create_checkpoint()
         keep = list(range(keep_from, int(dt.version()) + 1))
-        # Vacuum commits too (VACUUM START/END): with the same metadata, so that the
-        # newest commit still says what time the shard is complete through.
-        removed = dt.vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False,
-                            keep_versions=keep, commit_properties=props)
-        return {"optimize": stats, "removed_files": len(removed)}
+        return len(dt.vacuum(retention_hours=0, dry_run=False,
+                             enforce_retention_duration=False, keep_versions=keep,
+                             commit_properties=props))
 
     def _table(self) -> Any:
         """The table at its newest version. Opening replays the log; an open table only
@@ -359,31 +363,27 @@ class IndexShard(Shard):
         """``(ts the contents are complete through, current error or None)``, from the
         newest commit mzflow wrote (compactions before this version of mzflow left
         vacuum commits without its metadata)."""
-        dt = self._table()
-        limit, total = 1, int(dt.version()) + 1
-        while True:
-            entries = _log(dt, min(limit, total))
-            for entry in entries:
-                if TS_KEY in entry:
-                    return int(entry[TS_KEY]), entry.get(ERROR_KEY)
-            if len(entries) >= total:
-                return -1, None
-            limit *= 4
+        entry = self._newest(lambda e: TS_KEY in e, first_page=1)
+        return (int(entry[TS_KEY]), entry.get(ERROR_KEY)) if entry else (-1, None)
 
     def good_through(self) -> int:
         """The time of the newest commit without an error: the contents are exactly
         the definition's result at that time, so the next tick's changes start there."""
+        entry = self._newest(lambda e: ERROR_KEY not in e and TS_KEY in e, first_page=4)
+        return int(entry[TS_KEY]) if entry else -1
+
+    def _newest(self, wanted: Callable[[dict[str, Any]], bool],
+                first_page: int) -> dict[str, Any] | None:
+        """The newest commit entry ``wanted`` accepts. Newest first, in growing pages:
+        usually the first page answers, so the cost does not grow with the number of
+        ticks before it."""
         dt = self._table()
-        # Newest first, in growing pages: usually the newest commit answers, so the cost
-        # does not grow with the number of ticks before it.
-        limit, total = 4, int(dt.version()) + 1
+        limit, total = first_page, int(dt.version()) + 1
         while True:
             entries = _log(dt, min(limit, total))
-            for entry in entries:
-                if ERROR_KEY not in entry and TS_KEY in entry:
-                    return int(entry[TS_KEY])
-            if len(entries) >= total:
-                return -1
+            found = next((e for e in entries if wanted(e)), None)
+            if found is not None or len(entries) >= total:
+                return found
             limit *= 4
 
     def compact(self, keep_from: int, ts: int) -> dict[str, Any]:
@@ -487,8 +487,8 @@ class StateShard(Shard):
         optimize commit repeats the newest tick commit's metadata (its time and what
         the tick recorded, such as top-k candidates): a tick reads the state at the
         newest commit at or before its time, and with it that metadata. The caller
-        compacts only a state whose newest commit is the index's (no commit of a
-        failed tick to put back: ``KeptState.stale``). ``ts`` is unused."""
+        compacts only a state that is not ahead of its index (no commit of a failed
+        tick to put back: ``KeptState.stale``). ``ts`` is unused."""
         from deltalake import CommitProperties
 
         (newest,) = _log(self._table(), 1)

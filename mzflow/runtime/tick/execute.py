@@ -4,6 +4,7 @@ for the index commit. Counts what it read."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +24,6 @@ from mzflow.storage import paths
 from mzflow.storage.delta import COUNT, KEY, IndexShard, StateShard
 from mzflow.storage.rows import Target, conform
 from mzflow.storage.types import parse_type, spark_ddl
-
-
-class EmptyRebuild(Exception):
-    """A state rebuild found no input rows left: the contents empty out (recompute)."""
 
 
 @dataclass
@@ -123,9 +120,8 @@ def incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool
                 warehouse: Path, n: Counters) -> pa.Table | None:
     from mzflow.render import spark
 
-    if rebuild:  # a recompute's work: Spark's adaptive plans (broadcasts) do it best
-        return _incremental(t, inputs, mode, since, rebuild, at, warehouse, n)
-    with spark.few_jobs():
+    # A rebuild is a recompute's work: Spark's adaptive plans (broadcasts) do it best.
+    with nullcontext() if rebuild else spark.few_jobs():
         return _incremental(t, inputs, mode, since, rebuild, at, warehouse, n)
 
 
@@ -156,15 +152,10 @@ def _incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: boo
         result = reduce_state.run(flow, chain, reduce, state,
                                   topk_margin=t.tuning.topk_margin)
         if result is None:
-            if rebuild and t.files():
-                raise EmptyRebuild
             return None
-        if result.full or rebuild:
-            # A rebuild saw every input row: its "after" rows are the contents.
-            output = result.output if result.full else result.output.where(
-                f"`{DIFF}` > 0").drop(DIFF)
-            changed = diffs.changes(output.toDF(*t.names), t.files(), t.ddl, t.names,
-                                    t.types, arrow_rows=arrow_rows)
+        if result.full:  # every group's rows (a rebuild, or a top-k ranked anew)
+            changed = diffs.changes(result.output.toDF(*t.names), t.files(), t.ddl,
+                                    t.names, t.types, arrow_rows=arrow_rows)
         else:
             output = ([p.toDF(*t.names, DIFF) for p in result.parts] if result.parts
                       else result.output.toDF(*t.names, DIFF))
