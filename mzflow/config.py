@@ -80,6 +80,12 @@ class Tuning:
     recompute_share: float = field(default=0.25, metadata={"doc": (
         "A delta-mode batch above this share of its inputs' rows is recomputed (R010); "
         "1 or more turns the run-time cost switches off.")})
+    join_recompute_share: float = field(default=0.01, metadata={"doc": (
+        "A batch above this share of its inputs' rows is recomputed when the view joins "
+        "tables (R010), in delta and state mode alike: each changed row is looked up "
+        "in the other inputs, and at TPC-H SF 1 that cost more than a recompute from "
+        "about 0.5 % of the inputs (Q3, Q5, Q18). It is the switch's prior, for ticks "
+        "without a measured history.")})
     measure_every: int = field(default=50, metadata={"doc": (
         "Ticks between measurements of what recomputing an index costs (R014).")})
     probe_every: int = field(default=20, metadata={"doc": (

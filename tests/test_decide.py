@@ -69,3 +69,17 @@ def test_the_switches_follow_the_tuning() -> None:
     assert decide(Facts(DELTA, 9, [], 500, 1000), Tuning(recompute_share=0.4)).reason == R_BATCH
     # measure_every bounds how far back a warm recompute counts.
     assert decide(Facts(STATE, 9, FAST, 10, 1000), Tuning(measure_every=2)).measure
+
+
+def test_a_join_recomputes_from_a_far_smaller_batch_share() -> None:
+    # 2 % of the inputs changed: a single-table view stays incremental, a join view
+    # recomputes, in delta and in state mode; a first state tick still builds its state.
+    small, joined = Facts(STATE, 9, [], 20, 1000), Facts(STATE, 9, [], 20, 1000, joins=True)
+    assert decide(small, Tuning()).mode == STATE
+    assert (decide(joined, Tuning()).mode, decide(joined, Tuning()).reason) == (FULL, R_BATCH)
+    assert decide(Facts(DELTA, 9, [], 20, 1000, joins=True), Tuning()).reason == R_BATCH
+    assert decide(Facts(DELTA, 9, [], 5, 1000, joins=True), Tuning()).mode == DELTA
+    assert decide(Facts(STATE, -1, [], 20, 1000, joins=True), Tuning()).rebuild
+    # the share is tunable, and recompute_share >= 1 turns it off with the other switches
+    assert decide(joined, Tuning(join_recompute_share=0.05)).mode == STATE
+    assert decide(joined, Tuning(recompute_share=1000)).mode == STATE

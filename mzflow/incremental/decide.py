@@ -44,6 +44,7 @@ class Facts:
     batch_rows: int = 0  # the inputs' change rows since ``since`` (Delta log metrics)
     input_rows: int = 0  # the inputs' rows at the new time (file statistics)
     full_refresh: bool = False
+    joins: bool = False  # the view reads more than one table reference
 
     @property
     def first(self) -> bool:
@@ -67,7 +68,14 @@ def decide(f: Facts, t: Tuning) -> Decision:
     if f.planned == DELTA and f.first:
         return Decision(FULL, R_FIRST)
     switches = t.recompute_share < 1  # >= 1: the cost switches are off (tests of paths)
-    if f.planned == DELTA and large(f.batch_rows, f.input_rows, t):
+    if f.planned == DELTA and large(f.batch_rows, f.input_rows, t.recompute_share):
+        return Decision(FULL, R_BATCH)
+    # A join's incremental cost per changed row is many times a recompute's per input
+    # row (a lookup per key in every other input), so its break-even share is far
+    # lower. State mode too: a recompute leaves the state behind, but rebuilding it
+    # later costs about one recompute, and a large batch's delta join costs several.
+    if (switches and f.joins and not f.first and f.planned in (DELTA, STATE)
+            and large(f.batch_rows, f.input_rows, t.join_recompute_share)):
         return Decision(FULL, R_BATCH)
     slower = (measured_slower(f.history, f.batch_rows, f.input_rows, t)
               if switches and f.history else None)
@@ -84,9 +92,9 @@ def decide(f: Facts, t: Tuning) -> Decision:
     return Decision(f.planned)
 
 
-def large(batch_rows: int, input_rows: int, t: Tuning) -> bool:
+def large(batch_rows: int, input_rows: int, share: float) -> bool:
     """The batch is a large share of the inputs: recomputing is cheaper."""
-    return input_rows > 0 and batch_rows > t.recompute_share * input_rows
+    return input_rows > 0 and batch_rows > share * input_rows
 
 
 def state_behind(history: Sequence[Mapping[str, Any]], since: int) -> bool:

@@ -171,7 +171,8 @@ class _Tick:
             self.batch_rows, input_rows = inputs.count(*gathered)
             self.counters.input_rows = input_rows
             history = self.target.shard.ticks(self.target.tuning.history_ticks)
-            facts = Facts(self.plan.mode, self.since, history, self.batch_rows, input_rows)
+            facts = Facts(self.plan.mode, self.since, history, self.batch_rows, input_rows,
+                          joins=len(self.query.tables) > 1)
         d = self.decision = decide(facts, self.target.tuning)
         try:
             if d.mode == FULL:
