@@ -58,6 +58,9 @@ VIEWS = {
     "jagg": "SELECT u.c, count(*) AS n, max(t.b) AS hi FROM t JOIN u ON t.a = u.a GROUP BY u.c",
     "minmax": "SELECT a, min(b) AS lo, max(b) AS hi, count(*) AS n FROM t GROUP BY a",
     "gminmax": "SELECT min(c) AS lo, max(c) AS hi FROM u",
+    # a * over a CTE, and column aliases on a table (the binder lost both once)
+    "aliased": "WITH q AS (SELECT * FROM t AS x(p, v)) SELECT q.p, q.v, w.c FROM q "
+               "JOIN u AS w(a2, c) ON q.p = w.a2",
 }
 
 small = st.integers(min_value=-3, max_value=3)

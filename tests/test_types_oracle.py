@@ -88,6 +88,12 @@ BATTERY: list[tuple[str, str, str | None]] = [
     ("derived_table", "SELECT total * 2, mean FROM (SELECT sum(n) AS total, avg(i) AS mean "
      "FROM t) AS s", None),
     ("values", "SELECT avg(a) FROM (VALUES (1), (2), (2)) AS v(a)", None),
+    # a * over a CTE once bound zero columns; column aliases on a table were dropped
+    ("cte_star", "WITH q AS (SELECT k, n, x FROM t) SELECT *, n + 1 FROM q ORDER BY k", None),
+    ("values_partial_alias", "SELECT * FROM (VALUES (1, 'a'), (2, 'b')) AS v(n) ORDER BY n",
+     None),
+    ("table_column_aliases", "SELECT p, y, p + 1, (SELECT max(z.k) FROM t AS z WHERE "
+     "z.k < w.p) AS below FROM t AS w(p, y) ORDER BY p", None),
 ]
 
 

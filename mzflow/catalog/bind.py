@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.errors import OptimizeError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
+from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from mzflow.catalog import exprtypes, system
 from mzflow.catalog.model import (
@@ -200,14 +201,21 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         if not isinstance(rel, system.SystemTable) and rel.id not in deps:
             deps.append(rel.id)
         # Later stages see bare names; the catalog namespace has one schema.
-        table.replace(exp.Table(this=exp.to_identifier(key),
-                                alias=exp.TableAlias(this=exp.to_identifier(alias))))
+        # Column aliases (t AS x(p, q)) stay for qualify; _unalias_columns drops them.
+        given = table.args.get("alias")
+        if given is not None and len(given.columns) > len(cols):
+            raise InvalidDefinition(f'table "{alias}" has {len(cols)} columns available '
+                                    f"but {len(given.columns)} columns specified")
+        table.replace(exp.Table(this=exp.to_identifier(key), alias=exp.TableAlias(
+            this=exp.to_identifier(alias),
+            columns=[c.copy() for c in given.columns] if given is not None else [])))
         visible[key] = {c.name: _schema_type(c.type) for c in cols}
         full[key] = {c.name: _schema_type(c.type) for c in cols + hidden}
         for c in cols + hidden:
             nullable[(alias, c.name)] = c.nullable
             base_types[(alias, c.name)] = c.type
     names = _output_names(query, visible)
+    _pad_values_aliases(query)
     _alias_subquery_projections(query)
     try:
         # Pass 1 expands * to visible columns only; pass 2 resolves and validates
@@ -215,6 +223,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         query = qualify(query, schema=visible, dialect=DIALECT, validate_qualify_columns=False,
                         identify=False)
         query = qualify(query, schema=full, dialect=DIALECT, identify=False)
+        _unalias_columns(query, visible)
         query = annotate_types(query, schema=full, dialect=DIALECT)
     except OptimizeError as e:
         raise bind_error(e) from None
@@ -223,6 +232,10 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     except Exception as e:  # sqlglot optimizer internals on constructs it cannot type
         raise Unsupported(f"cannot plan this query: {e}") from None
     types = _output_types(query, base_types)
+    if len(names) != len(query.selects):
+        # A * over a source the names above do not follow: qualify's names (which may
+        # differ from PostgreSQL's for unnamed expressions), never a column lost.
+        names = [sel.alias_or_name for sel in query.selects]
     columns = tuple(
         Column(name=name, type=_stored_type(t, proj, bool(deps)),
                nullable=_nullable(proj, nullable))
@@ -230,6 +243,46 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     )
     return Bound(query=query, columns=columns, depends_on=tuple(deps),
                  system_tables=tuple(sys_tables))
+
+
+def _unalias_columns(query: exp.Query, visible: dict[str, object]) -> None:
+    """Read ``FROM t AS x(p, q)`` as ``FROM t AS x`` with ``x.p`` meaning ``x.a``: later
+    stages know a table's columns by their stored names only. Each column reference is
+    resolved to the nearest scope that defines its qualifier, as SQL does (an inner
+    ``t AS x`` hides the outer ``x``)."""
+    renames: dict[int, dict[str, str]] = {}  # id(Table) -> alias column -> stored name
+    for table in query.find_all(exp.Table):
+        alias = table.args.get("alias")
+        stored = visible.get(table.name)
+        if alias is not None and alias.columns and isinstance(stored, dict):
+            pairs = zip(alias.columns, stored, strict=False)
+            renames[id(table)] = {c.name: name for c, name in pairs}
+    if not renames:
+        return
+    for scope in traverse_scope(query):
+        for column in scope.columns:
+            owner: Scope | None = scope
+            while owner is not None and column.table not in owner.sources:
+                owner = owner.parent
+            source = owner.sources.get(column.table) if owner is not None else None
+            mapping = renames.get(id(source), {})
+            if column.name in mapping:
+                column.set("this", exp.to_identifier(mapping[column.name]))
+    for table in query.find_all(exp.Table):
+        if id(table) in renames:
+            table.args["alias"].set("columns", [])
+
+
+def _pad_values_aliases(query: exp.Query) -> None:
+    """``(VALUES (1, 2)) AS v(a)`` has columns a and column2, as in PostgreSQL; qualify
+    would keep only the aliased ones."""
+    for values in query.find_all(exp.Values):
+        alias = values.args.get("alias")
+        first = values.expressions[0] if values.expressions else None
+        width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+        if alias is not None and 0 < len(alias.columns) < width:
+            alias.set("columns", list(alias.columns) + [
+                exp.to_identifier(f"column{i + 1}") for i in range(len(alias.columns), width)])
 
 
 def _alias_subquery_projections(query: exp.Query) -> None:
@@ -321,10 +374,13 @@ def _schema_type(type_: str) -> str:
             "character varying": "varchar"}.get(type_, type_)
 
 
-def _output_names(query: exp.Query, visible: dict[str, object]) -> list[str]:
-    left: exp.Expr = query
-    while isinstance(left, exp.SetOperation):
-        left = _unwrap(left.left)  # (SELECT …) UNION …: named by the first SELECT
+def _output_names(query: exp.Query, visible: dict[str, object],
+                  ctes: dict[str, exp.CTE] | None = None) -> list[str]:
+    """The names PostgreSQL gives a query's columns (its FigureColname; ``a + 1`` is
+    ``?column?``), before qualify aliases them (``_col_0``)."""
+    if ctes is None:
+        ctes = {cte.alias: cte for cte in query.find_all(exp.CTE)}
+    left = _leftmost(query)
     if not isinstance(left, exp.Select):
         return [UNNAMED] * len(query.selects)
     names: list[str] = []
@@ -333,31 +389,52 @@ def _output_names(query: exp.Query, visible: dict[str, object]) -> list[str]:
             isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
         ):
             qualifier = proj.table if isinstance(proj, exp.Column) else ""
-            names.extend(_star_names(left, qualifier, visible))
+            names.extend(_star_names(left, qualifier, visible, ctes))
         else:
             names.append(output_name(proj))
     return names
 
 
-def _star_names(select: exp.Select, qualifier: str, visible: dict[str, object]
-                ) -> list[str]:
+def _leftmost(query: exp.Expr) -> exp.Expr:
+    while isinstance(query, exp.SetOperation):
+        query = _unwrap(query.left)  # (SELECT …) UNION …: named by the first SELECT
+    return query
+
+
+def _star_names(select: exp.Select, qualifier: str, visible: dict[str, object],
+                ctes: dict[str, exp.CTE]) -> list[str]:
     names: list[str] = []
     sources = [select.args.get("from_") or select.args.get("from")] + list(
         select.args.get("joins") or [])
     for src in sources:
-        if src is None:
-            continue
-        rel = src.this
-        alias = rel.alias_or_name
-        if qualifier and alias != qualifier:
-            continue
-        if isinstance(rel, exp.Table) and isinstance(cols := visible.get(rel.name), dict):
-            names.extend(cols)
-        elif isinstance(rel, exp.Subquery | exp.Table):
-            inner = rel.this if isinstance(rel, exp.Subquery) else None
-            if isinstance(inner, exp.Query):
-                names.extend(_output_names(inner, visible))
+        if src is not None and (not qualifier or src.this.alias_or_name == qualifier):
+            names.extend(_source_names(src.this, visible, ctes))
     return names
+
+
+def _source_names(rel: exp.Expr, visible: dict[str, object], ctes: dict[str, exp.CTE]
+                  ) -> list[str]:
+    """The columns a FROM item offers a ``*``: a relation's, a CTE's or a derived
+    table's own names, renamed by the item's column aliases (``AS x(p, q)``)."""
+    names: list[str] = []
+    if isinstance(rel, exp.Table) and isinstance(cols := visible.get(rel.name), dict):
+        names = list(cols)
+    elif isinstance(rel, exp.Table) and not rel.db and rel.name in ctes:
+        cte = ctes[rel.name]
+        inner = {k: v for k, v in ctes.items() if k != rel.name}  # no self-reference loop
+        names = _aliased(_output_names(cte.this, visible, inner), cte.args.get("alias"))
+    elif isinstance(rel, exp.Subquery) and isinstance(rel.this, exp.Query):
+        names = _output_names(rel.this, visible, ctes)
+    elif isinstance(rel, exp.Values) and rel.expressions:
+        first = rel.expressions[0]
+        width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+        names = [f"column{i + 1}" for i in range(width)]
+    return _aliased(names, rel.args.get("alias"))
+
+
+def _aliased(names: list[str], alias: exp.Expr | None) -> list[str]:
+    given = [c.name for c in alias.columns] if isinstance(alias, exp.TableAlias) else []
+    return given + names[len(given):]
 
 
 def _nullable(proj: exp.Expr, nullable: dict[tuple[str, str], bool]) -> bool:
