@@ -274,9 +274,46 @@ class Shard:
         dt = self._table()
         dt.create_checkpoint()
         keep = list(range(keep_from, int(dt.version()) + 1))
-        return len(dt.vacuum(retention_hours=0, dry_run=False,
-                             enforce_retention_duration=False, keep_versions=keep,
-                             commit_properties=props))
+        removed = len(dt.vacuum(retention_hours=0, dry_run=False,
+                                enforce_retention_duration=False, keep_versions=keep,
+                                commit_properties=props))
+        return removed + self._drop_change_files(keep_from, keep[-1])
+
+    def _drop_change_files(self, keep_from: int, latest: int) -> int:
+        """Delete the change-feed files (``_change_data/``) that only versions before
+        ``keep_from`` reference; how many went. delta-rs's vacuum leaves them all
+        (1.6), so a shard that merges would grow by them forever. A file no kept commit
+        names is deleted only if it is older than commit ``keep_from``: a newer one may
+        belong to a write not committed yet. Without every kept commit's log entry,
+        nothing is deleted."""
+        import json
+        import os
+        from urllib.parse import unquote
+
+        folder = self.path / "_change_data"
+        if not folder.is_dir() or keep_from <= 0:
+            return 0
+        kept: set[str] = set()
+        oldest_kept_ms = None
+        for version in range(keep_from, latest + 1):
+            entry = self.path / "_delta_log" / f"{version:020d}.json"
+            if not entry.exists():
+                return 0
+            for line in entry.read_text().splitlines():
+                action = json.loads(line) if line.strip() else {}
+                if "cdc" in action:
+                    kept.add(os.path.normpath(unquote(action["cdc"]["path"])))
+                if version == keep_from and "commitInfo" in action:
+                    oldest_kept_ms = action["commitInfo"].get("timestamp")
+            if oldest_kept_ms is None and version == keep_from:
+                oldest_kept_ms = entry.stat().st_mtime * 1000
+        removed = 0
+        for file in folder.rglob("*.parquet"):
+            name = os.path.normpath(str(file.relative_to(self.path)))
+            if name not in kept and file.stat().st_mtime * 1000 < float(oldest_kept_ms or 0):
+                file.unlink()
+                removed += 1
+        return removed
 
     def _table(self) -> Any:
         """The table at its newest version. Opening replays the log; an open table only

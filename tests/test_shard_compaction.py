@@ -1,0 +1,68 @@
+"""Compaction of a shard's change-feed files, on real Delta tables (delta-rs, no Spark).
+
+delta-rs's vacuum deletes data files but leaves ``_change_data/`` alone, so a shard
+that merges (every state shard, every table with UPDATE or DELETE) grew by a change
+file per commit forever. ``Shard._vacuum`` deletes the ones only compacted versions
+reference.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable
+
+from mzflow.storage.delta import KEY, ROWS, StateShard
+
+
+def _groups(keys: list[str], n: int) -> pa.Table:
+    return pa.table({KEY: pa.array(keys), ROWS: pa.array([n] * len(keys), pa.int64()),
+                     "total": pa.array([n * 10] * len(keys), pa.int64())})
+
+
+def _change_files(path: Path) -> set[str]:
+    return {str(p.relative_to(path)) for p in (path / "_change_data").rglob("*.parquet")}
+
+
+def test_compaction_deletes_change_files_only_compacted_versions_read(tmp_path: Path) -> None:
+    shard = StateShard(tmp_path / "state")
+    shard.merge_groups(_groups(["a", "b", "c"], 1), 1, "tick", keep_empty=False)
+    for ts in range(2, 8):  # each merge updates a group: a change file per commit
+        shard.merge_groups(_groups(["a", "b"], ts), ts, "tick", keep_empty=False)
+    before = _change_files(shard.path)
+    assert len(before) >= 5, before
+    latest = shard.version()
+    keep_from = latest - 1
+    # a change file no commit names yet (a write in flight) must survive
+    stray = shard.path / "_change_data" / "cdc-in-flight.parquet"
+    stray.write_bytes(b"not committed yet")
+    time.sleep(0.01)
+    os.utime(stray)  # newer than commit keep_from
+
+    stats = shard.compact(keep_from, 7)
+
+    after = _change_files(shard.path)
+    assert stray.exists()
+    assert len(after) < len(before) and after - before == {"_change_data/" + stray.name}
+    assert stats["removed_files"] >= len(before) - len(after) + 1
+    stray.unlink()
+    # the kept versions' change feed still reads, and the contents are intact
+    feed = DeltaTable(str(shard.path)).load_cdf(starting_version=latest,
+                                                ending_version=latest).read_all()
+    assert set(feed.column("_change_type").to_pylist()) == {"update_preimage",
+                                                            "update_postimage"}
+    rows = DeltaTable(str(shard.path)).to_pyarrow_table().sort_by(KEY)
+    assert rows.column("total").to_pylist() == [70, 70, 10]
+
+
+def test_without_the_kept_commits_log_nothing_is_deleted(tmp_path: Path) -> None:
+    shard = StateShard(tmp_path / "state")
+    for ts in range(1, 5):
+        shard.merge_groups(_groups(["a"], ts), ts, "tick", keep_empty=False)
+    before = _change_files(shard.path)
+    # a kept version whose commit file is missing (here: one past the newest)
+    assert shard._drop_change_files(shard.version() - 1, shard.version() + 1) == 0
+    assert _change_files(shard.path) == before
