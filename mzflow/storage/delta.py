@@ -233,10 +233,19 @@ class Shard:
         if data.num_rows == 0:
             return data
         cols = [c for c in data.column_names if c != DIFF]
-        summed = data.group_by(cols, use_threads=False).aggregate([(DIFF, "sum")])
-        summed = summed.rename_columns([DIFF if c == f"{DIFF}_sum" else c
-                                        for c in summed.column_names])
-        return summed.filter(pc.not_equal(summed.column(DIFF), 0)).select(cols + [DIFF])
+        if ROWID in cols:
+            # Only a row id that changed twice or more can cancel or merge: group those
+            # rows by every column, pass the rest as they are. Grouping every row by
+            # every column took most of a large catch-up's time (3.7 s of 5 for 2.4 M
+            # line item changes).
+            seen = data.group_by([ROWID], use_threads=False).aggregate([(ROWID, "count")])
+            again = seen.filter(pc.greater(seen.column(f"{ROWID}_count"), 1)).column(ROWID)
+            if len(again) == 0:
+                return data.select(cols + [DIFF])
+            mask = pc.is_in(data.column(ROWID), again)
+            return pa.concat_tables([data.filter(pc.invert(mask)).select(cols + [DIFF]),
+                                     _consolidate(data.filter(mask), cols)])
+        return _consolidate(data, cols)
 
     def arrow_schema(self, version: int | None = None) -> pa.Schema:
         from deltalake import DeltaTable
@@ -328,6 +337,14 @@ class Shard:
 
 
 _COUNTED_OPS = ("WRITE", "MERGE", "DELETE", "UPDATE")
+
+
+def _consolidate(data: pa.Table, cols: list[str]) -> pa.Table:
+    """Sum the diffs of equal rows; drop those that cancel."""
+    summed = data.group_by(cols, use_threads=False).aggregate([(DIFF, "sum")])
+    summed = summed.rename_columns([DIFF if c == f"{DIFF}_sum" else c
+                                    for c in summed.column_names])
+    return summed.filter(pc.not_equal(summed.column(DIFF), 0)).select(cols + [DIFF])
 
 
 def _rows_changed(entry: dict[str, Any]) -> int:

@@ -114,12 +114,21 @@ def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: 
     write = {"group_rows": max(1, tuning.arrangement_group_rows),
              "file_size": tuning.file_size}
     frontier = arr.frontier()
+    first = OLD if old_v is not None else NEW  # a state rebuild reads only NEW
+    base, files = inp.versions[first], inp.files[first] or ()
+    assert base is not None
+    if frontier is not None and frontier < base and _far_behind(
+            table, frontier, base, inp.num_rows[first](files)):
+        # Recomputed ticks left it behind by more changes than the table has rows:
+        # reading the table anew is cheaper than the change feed, and leaves one batch
+        # where catching up would leave a delta as large as the base to merge next.
+        log.info("arrangement %s: %d versions behind; rebuilt from the table",
+                 arr.path.name, base - frontier)
+        frontier = None
     if frontier is None:
-        if arr.exists():  # batches that no longer form a chain: start over
+        if arr.exists():  # batches that no longer form a chain, or far behind: start over
             shutil.rmtree(arr.path)
             arr.forget()
-        base = old_v if old_v is not None else new_v
-        files = inp.files[OLD if old_v is not None else NEW] or ()
         arr.add_batch(_rows_of(files, table, base), -1, base, at, **write)
         frontier = base
     if frontier >= new_v:
@@ -140,6 +149,13 @@ def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: 
             return
     arr.add_batch(changes, frontier, new_v, at, **write)
     _merge(arr, frontier, at, write)
+
+
+def _far_behind(table: Shard, frontier: int, version: int, rows: int) -> bool:
+    return table.changed_rows(frontier, version) > _REBUILD_SHARE * max(1, rows)
+
+
+_REBUILD_SHARE = 0.5  # changes missed, as a share of the table's rows, that start over
 
 
 def _merge(arr: ArrangementShard, before: int, at: int, write: dict[str, int]) -> None:
