@@ -120,6 +120,10 @@ class Tuning:
         "tick re-ranks only these and the groups it changed, until changes use the "
         "margin up (then every group, once). Past 1000 in all, none are kept.")})
 
+    max_projections_per_table: int = field(default=8, metadata={"doc": (
+        "Projections one table may have: every write to the table computes each of "
+        "them, so each one adds to what a write costs.")})
+
     def with_(self, **changes: Any) -> Tuning:
         return dataclasses.replace(self, **changes)
 

@@ -95,6 +95,23 @@ settings = sa.Table(
 )
 
 
+projections = sa.Table(
+    "projections", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("table_id", sa.String(32), sa.ForeignKey("items.id"), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("query", sa.Text, nullable=False),
+    sa.Column("created_ts", sa.BigInteger),
+    sa.UniqueConstraint("table_id", "name"),
+)
+partition_columns = sa.Table(
+    "partition_columns", metadata,
+    sa.Column("item_id", sa.String(32), sa.ForeignKey("items.id"), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("column_name", sa.String(255), nullable=False),
+)
+
+
 def _v1_initial(conn: Connection) -> None:
     # The v1 shape of `items`, frozen here: the module-level table has grown since.
     v1_items = sa.Table("items", sa.MetaData(), *[
@@ -127,10 +144,18 @@ def _v2_time(conn: Connection) -> None:
         conn.execute(sa.text(f"ALTER TABLE items ADD COLUMN {column} BIGINT"))
 
 
+def _v4_projections(conn: Connection) -> None:
+    """Table projections and Delta partition columns."""
+    projections.create(conn)
+    partition_columns.create(conn)
+    conn.execute(meta.insert(), [{"key": "next_projection_id", "value": "1"}])
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "initial catalog", _v1_initial),
     (2, "timestamps and frontiers", _v2_time),
     (3, "comments", lambda conn: comments.create(conn)),
+    (4, "projections and partitions", _v4_projections),
 )
 LATEST = MIGRATIONS[-1][0]
 

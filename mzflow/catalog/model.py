@@ -61,6 +61,19 @@ class IndexKey:
 
 
 @dataclass(frozen=True)
+class Projection:
+    """A table's projection (ClickHouse's): a SELECT over the table alone, kept per data
+    file by every write. ``query`` is its normalized SELECT without FROM; its name is
+    unique per table only, so it is no catalog item."""
+
+    id: str  # "p<n>": names its shard
+    table_id: str
+    name: str
+    query: str
+    created_ts: int | None = None
+
+
+@dataclass(frozen=True)
 class Item:
     """A named catalog object. ``id`` is its CatalogItemId; ``global_id`` the current version."""
 
@@ -82,6 +95,7 @@ class Item:
     created_ts: int | None = None  # the oracle time of the CREATE
     retain_history_ms: int | None = None  # None: the catalog default
     since_ts: int | None = None  # compaction applied up to here
+    partition_by: tuple[str, ...] = ()  # tables: Delta partition columns
 
     @property
     def version(self) -> int:
@@ -120,6 +134,10 @@ class Snapshot:
     installation_id: str = ""
     read_ts: int = 0  # every write at or before this time is committed
     comments: tuple[tuple[str, int, str], ...] = ()  # (item id, column position or 0, text)
+    projections: tuple[Projection, ...] = ()
+
+    def projections_on(self, table_id: str) -> list[Projection]:
+        return [p for p in self.projections if p.table_id == table_id]
 
     def comment(self, item_id: str, sub: int) -> str | None:
         return next((c for i, s, c in self.comments if i == item_id and s == sub), None)

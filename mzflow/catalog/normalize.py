@@ -103,7 +103,11 @@ def column_type(col: Column) -> exp.DataType:
                                      expression=exp.to_identifier(pg, quoted=True)))
 
 
-def create_table_sql(name: str, columns: tuple[Column, ...]) -> str:
+def create_table_sql(name: str, columns: tuple[Column, ...],
+                     partition_by: tuple[str, ...] = (),
+                     projections: tuple[tuple[str, str], ...] = ()) -> str:
+    """``projections``: (name, SELECT) pairs, shown by SHOW CREATE TABLE (the stored
+    statement has none: they are added and dropped without a new table version)."""
     defs = []
     for col in columns:
         constraints = []
@@ -114,4 +118,13 @@ def create_table_sql(name: str, columns: tuple[Column, ...]) -> str:
                 kind=VersionAdded(this=exp.Literal.number(col.version_added))))
         defs.append(exp.ColumnDef(this=exp.to_identifier(col.name, quoted=True),
                                   kind=column_type(col), constraints=constraints))
-    return sql(CreateTable(this=exp.Schema(this=qualified(name), expressions=defs)))
+    from mzflow.sql.ast import Projection
+    from mzflow.sql.parse import parse
+
+    items: list[exp.Expr] = list(defs)
+    for pname, query in projections:
+        parsed = parse(query)[0]
+        items.append(Projection(this=exp.to_identifier(pname), query=parsed))
+    parts = [exp.to_identifier(c, quoted=True) for c in partition_by] or None
+    return sql(CreateTable(this=exp.Schema(this=qualified(name), expressions=items),
+                           partition_by=parts))

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from mzflow.catalog import migrations
-from mzflow.catalog.model import Cluster, Column, IndexKey, Item, Snapshot
+from mzflow.catalog.model import Cluster, Column, IndexKey, Item, Projection, Snapshot
 from mzflow.errors import CatalogError
 
 
@@ -172,6 +172,20 @@ class Writer:
                 expression=key.expression))
         for dep in item.depends_on:
             self.conn.execute(m.dependencies.insert().values(item_id=item.id, depends_on=dep))
+        for pos, col in enumerate(item.partition_by, start=1):
+            self.conn.execute(m.partition_columns.insert().values(
+                item_id=item.id, position=pos, column_name=col))
+
+    def insert_projection(self, projection: Projection) -> None:
+        self.dirty = True
+        self.conn.execute(migrations.projections.insert().values(
+            id=projection.id, table_id=projection.table_id, name=projection.name,
+            query=projection.query, created_ts=projection.created_ts))
+
+    def delete_projection(self, projection_id: str) -> None:
+        self.dirty = True
+        t = migrations.projections
+        self.conn.execute(t.delete().where(t.c.id == projection_id))
 
     def _write_columns(self, item: Item) -> None:
         for pos, col in enumerate(item.columns, start=1):
@@ -183,6 +197,8 @@ class Writer:
         self.dirty = True
         m = migrations
         for table, col in (
+            (m.projections, m.projections.c.table_id),
+            (m.partition_columns, m.partition_columns.c.item_id),
             (m.comments, m.comments.c.item_id),
             (m.dependencies, m.dependencies.c.item_id),
             (m.index_keys, m.index_keys.c.index_id),
@@ -275,6 +291,10 @@ def _load(conn: Connection, version: int) -> Snapshot:
     for r in conn.execute(sa.select(m.index_keys).order_by(m.index_keys.c.index_id,
                                                            m.index_keys.c.position)):
         keys.setdefault(r.index_id, []).append(IndexKey(r.column_name, r.expression))
+    partitions: dict[str, list[str]] = {}
+    for r in conn.execute(sa.select(m.partition_columns).order_by(
+            m.partition_columns.c.item_id, m.partition_columns.c.position)):
+        partitions.setdefault(r.item_id, []).append(r.column_name)
     deps: dict[str, list[str]] = {}
     for r in conn.execute(sa.select(m.dependencies)):
         deps.setdefault(r.item_id, []).append(r.depends_on)
@@ -287,6 +307,7 @@ def _load(conn: Connection, version: int) -> Snapshot:
             depends_on=tuple(sorted(deps.get(r.id, ()))),
             is_default_index=bool(r.is_default_index), oid=r.oid, created_ts=r.created_ts,
             retain_history_ms=r.retain_history_ms, since_ts=r.since_ts,
+            partition_by=tuple(partitions.get(r.id, ())),
         )
         for r in conn.execute(sa.select(m.items).order_by(m.items.c.oid))
     )
@@ -302,4 +323,10 @@ def _load(conn: Connection, version: int) -> Snapshot:
         sa.select(m.meta.c.value).where(m.meta.c.key == "installation_id")).scalar_one()
     return Snapshot(version=version, clusters=clusters, items=items, settings=settings,
                     collection_ids=collection_ids, installation_id=installation_id,
-                    read_ts=_meta_int(conn, "read_ts"), comments=comments)
+                    read_ts=_meta_int(conn, "read_ts"), comments=comments,
+                    projections=tuple(
+                        Projection(id=r.id, table_id=r.table_id, name=r.name, query=r.query,
+                                   created_ts=r.created_ts)
+                        for r in conn.execute(sa.select(m.projections).order_by(
+                            m.projections.c.table_id, m.projections.c.created_ts,
+                            m.projections.c.id))))

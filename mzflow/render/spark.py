@@ -54,6 +54,7 @@ class Relation:
     schema_ddl: str  # every column in the files' current schema
     columns: tuple[str, ...]  # what the query may see, in order (a version's columns)
     count_column: str | None = None  # consolidated contents: repeat each row this often
+    frame: Any = None  # a ready DataFrame (a projection's rows): files and schema unused
 
 
 # What every mzflow session needs, whichever way Spark is reached.
@@ -263,6 +264,10 @@ def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
     try:
         for ref, rel in relations.items():
             view = f"mz_rel_{next(_names)}"
+            if rel.frame is not None:
+                rel.frame.createOrReplaceTempView(view)
+                names[ref] = view
+                continue
             if rel.files:
                 df = spark.read.schema(rel.schema_ddl).parquet(*rel.files)
             else:

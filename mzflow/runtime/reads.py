@@ -101,14 +101,25 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None
     return local.run(p.query, tables)
 
 
-def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int) -> list[tuple[Any, ...]]:
+def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
+              projections: bool = True) -> list[tuple[Any, ...]]:
+    """``projections``: answer from a table's projection when one can (routing)."""
     from mzflow.render import spark
+    from mzflow.runtime import projections as proj
 
     if p.bound.system_tables:
         raise Error("a query cannot read system tables and user tables together yet")
     check_time(snap, (item for _, item, _ in p.tables), at)
-    rows = spark.run(p.query, relations(p, warehouse, at, snap),
-                     [c.type for c in p.bound.columns])
+    choice = proj.choose(snap, warehouse, p.query, p.tables, at) if (
+        projections and not p.indexes) else None
+    if choice is not None:
+        routed = choice.routed
+        rows = spark.run(routed.query,
+                         {routed.relation: proj.relation(snap, warehouse, choice, at)},
+                         [c.type for c in p.bound.columns])
+    else:
+        rows = spark.run(p.query, relations(p, warehouse, at, snap),
+                         [c.type for c in p.bound.columns])
     tz = [i for i, c in enumerate(p.bound.columns) if c.type == "timestamp with time zone"]
     if tz:
         rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]

@@ -23,7 +23,16 @@ from mzflow.errors import Error, InvalidOption, Unsupported
 from mzflow.incremental.plan import require_incremental
 from mzflow.render.local import NotEvaluable
 from mzflow.render.spark import EvaluationError
-from mzflow.runtime import arrangements, explain, maintenance, reads, sinks, tables, ticks
+from mzflow.runtime import (
+    arrangements,
+    explain,
+    maintenance,
+    projections,
+    reads,
+    sinks,
+    tables,
+    ticks,
+)
 from mzflow.runtime import show as show_mod
 from mzflow.runtime import subscribe as subscribe_mod
 from mzflow.sql import ast
@@ -58,6 +67,17 @@ def _check_interval(value: str) -> None:
     intervals.to_ms(value)
 
 
+_TRUE = ("true", "on", "1", "yes")
+_BOOLS = (*_TRUE, "false", "off", "0", "no")
+
+
+def _check_bool(name: str) -> Callable[[str], None]:
+    def check(value: str) -> None:
+        if value.lower() not in _BOOLS:
+            raise InvalidOption(f'parameter "{name}" requires a Boolean value')
+    return check
+
+
 def _check_isolation(value: str) -> None:
     if value.lower() not in ISOLATION_LEVELS:
         raise InvalidOption(f'invalid value for parameter "transaction_isolation": "{value}"',
@@ -75,6 +95,10 @@ VARIABLES: dict[str, Variable] = {
         lambda s: s.settings.get("retain_history", frontiers.DEFAULT_RETAIN_HISTORY),
         "How long tables keep readable history unless they say RETAIN HISTORY FOR "
         "(mzflow; set with ALTER SYSTEM SET).", _check_interval),
+    "optimize_use_projections": Variable(
+        lambda s: s.settings.get("optimize_use_projections", "true"),
+        "Answers queries from a table's projections when one can (ClickHouse; set the "
+        "default with ALTER SYSTEM SET).", _check_bool("optimize_use_projections")),
     "transaction_isolation": Variable(lambda s: "strict serializable",
                                       "Sets the current transaction's isolation level "
                                       "(PostgreSQL).", _check_isolation),
@@ -92,7 +116,8 @@ def _tuning_variable(name: str) -> Variable:
 # The tuning thresholds (mzflow/config.py: Tuning): shown by SHOW ALL, set for the
 # installation with ALTER SYSTEM SET.
 VARIABLES.update({name: _tuning_variable(name) for name in config.TUNING_FIELDS})
-SYSTEM_VARIABLES = ("cluster", "retain_history", *config.TUNING_FIELDS)
+SYSTEM_VARIABLES = ("cluster", "retain_history", "optimize_use_projections",
+                    *config.TUNING_FIELDS)
 SYSTEM_ONLY = ("retain_history", *config.TUNING_FIELDS)
 
 
@@ -210,7 +235,8 @@ class Connection:
 
     def _create_table(self, stmt: ast.CreateTable) -> Result:
         return Result(status="CREATE TABLE",
-                      notices=ddl.create_table(self.store, stmt, self._create_shard))
+                      notices=ddl.create_table(self.store, stmt, self._create_shard,
+                                               projections.check))
 
     def _shard(self, item: Item) -> Shard:
         return tables.shard_of(self.config.warehouse, item)
@@ -221,13 +247,15 @@ class Connection:
             # Left by a CREATE that died before its catalog transaction committed:
             # the catalog never named it, so nothing can read it.
             shutil.rmtree(shard.path)
-        shard.create(arrow_schema([(c.name, c.type, c.nullable) for c in item.columns]), ts)
+        shard.create(arrow_schema([(c.name, c.type, c.nullable) for c in item.columns]), ts,
+                     item.partition_by)
 
     def _drop_storage(self, items: list[Item]) -> None:
         warehouse = self.config.warehouse
         for item in items:
             # An index's state shard (partial aggregates) goes with its contents.
-            for p in (paths.table(warehouse, item.id), paths.state(warehouse, item.id)):
+            for p in (paths.table(warehouse, item.id), paths.state(warehouse, item.id),
+                      paths.projection(warehouse, item.id, "-").parent):
                 if p.exists():
                     shutil.rmtree(p, ignore_errors=True)
         # An arrangement goes with the last object that used it.
@@ -266,6 +294,13 @@ class Connection:
 
         return Result(status="ALTER TABLE", notices=ddl.add_column(self.store, stmt, add))
 
+    def _alter_projection(self, stmt: ast.AlterProjection) -> Result:
+        return Result(status="ALTER TABLE",
+                      notices=projections.alter(self.store, self.config.warehouse, stmt))
+
+    def _use_projections(self) -> bool:
+        return self.variable("optimize_use_projections").lower() in _TRUE
+
     def _rename(self, stmt: ast.RenameObject) -> Result:
         return Result(status=f"ALTER {stmt.args['kind']}", notices=ddl.rename(self.store, stmt))
 
@@ -281,7 +316,10 @@ class Connection:
             cluster = self.variable("cluster")
             found = snap.find_cluster(cluster)
             serve = self._server(snap, found.id, True) if found is not None else None
-            lines = explain.explain_query(snap, _replace_functions(query, snap), serve, cluster)
+            query = _replace_functions(query, snap)
+            lines = explain.explain_query(snap, query, serve, cluster)
+            lines += projections.explain_read(snap, self.config.warehouse, query,
+                                              self._use_projections())
         return Result(["Optimized Plan"], [("\n".join(lines) + "\n",)], status="EXPLAIN")
 
     def _comment(self, stmt: exp.Comment) -> Result:
@@ -309,6 +347,8 @@ class Connection:
             raise Error(f'unrecognized configuration parameter "{name}"')
         value_node = stmt.args.get("value")
         value = None if value_node is None else value_node.name
+        if isinstance(value_node, exp.Boolean):  # SET x = false: a Boolean has no name
+            value = "true" if value_node.this else "false"
         if value is not None and var.check:
             var.check(value)
         if stmt.args.get("system"):
@@ -371,7 +411,8 @@ class Connection:
                 _, error = ticks.index_shard(self.config.warehouse, index).state()
                 if error is not None:
                     raise EvaluationError(error)
-            rows = reads.run_spark(snap, p, self.config.warehouse, at)
+            rows = reads.run_spark(snap, p, self.config.warehouse, at,
+                                   projections=self._use_projections())
         notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
         return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
                       notices=notices, types=[display_name(c.type) for c in p.bound.columns])
@@ -454,6 +495,7 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     ast.Subscribe: Connection._subscribe,
     ast.AlterCluster: Connection._alter_cluster,
     ast.CreateTable: Connection._create_table,
+    ast.AlterProjection: Connection._alter_projection,
     exp.Insert: Connection._insert,
     exp.Update: Connection._update,
     exp.Delete: Connection._delete,

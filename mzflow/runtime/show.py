@@ -156,8 +156,13 @@ def _show_create(snap: Snapshot, kind_sql: str, name: str) -> tuple[list[str], R
             f"{item.qualified_name} is not a {word}",
             hint=f"Use SHOW CREATE {item.kind_word.upper()} to show a {item.kind_word}.")
     title = kind_sql.title()
+    create_sql = item.create_sql
+    if item.kind == TABLE and snap.projections_on(item.id):
+        create_sql = normalize.create_table_sql(
+            item.name, item.columns, item.partition_by,
+            tuple((p.name, p.query) for p in snap.projections_on(item.id)))
     return [title, f"Create {title}"], [(item.qualified_name,
-                                         normalize.humanize(item.create_sql))]
+                                         normalize.humanize(create_sql))]
 
 
 def _filter(columns: list[str], rows: Rows, stmt: ast.Show) -> Rows:

@@ -26,6 +26,7 @@ from mzflow.catalog.model import TABLE, Item, Snapshot
 from mzflow.catalog.store import Store, Writer
 from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
 from mzflow.plan.constants import NotConstant, evaluate_rows
+from mzflow.runtime import projections
 from mzflow.storage import paths
 from mzflow.storage import rows as rowconv
 from mzflow.storage.delta import ROWID, Shard
@@ -86,6 +87,10 @@ class TableWrites:
             ts = w.allocate_ts()
             version = apply(ts)
             w.committed(ts)
+            snap = w.snapshot
+        # Projections follow their table's commit (Delta has no two-table commit); a
+        # part whose rows are not stored yet is projected on the fly by its readers.
+        projections.keep_new_parts(snap, self.warehouse, item, version, status.split()[0])
         log.info("%s %s: %d rows, version %d at %d", status, item.qualified_name, count,
                  version, ts)
         return WriteResult(f"{status} {count}", count, version, ts)

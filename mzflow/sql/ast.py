@@ -100,8 +100,25 @@ class ResetVariable(exp.Expression):
 
 
 class CreateTable(exp.Expression):
-    # this: an exp.Schema (the name and its column definitions)
-    arg_types = {"this": True, "exists": False, "options": False}
+    # this: an exp.Schema (the name, its column definitions and Projection nodes);
+    # partition_by: the Delta partition columns (identifiers)
+    arg_types = {"this": True, "exists": False, "options": False, "partition_by": False}
+
+
+class Projection(exp.Expression):
+    """``PROJECTION p (SELECT …)``: a table's projection (ClickHouse's), in CREATE TABLE."""
+
+    arg_types = {"this": True, "query": True}
+
+
+class AlterProjection(exp.Expression):
+    """``ALTER TABLE t {ADD|DROP|MATERIALIZE|CLEAR} PROJECTION …``.
+
+    action: ADD, DROP, MATERIALIZE or CLEAR; query: ADD's SELECT; exists: IF [NOT]
+    EXISTS; partition: ``IN PARTITION <value>`` of MATERIALIZE and CLEAR."""
+
+    arg_types = {"this": True, "action": True, "name": True, "query": False,
+                 "exists": False, "partition": False}
 
 
 class VersionAdded(exp.Expression, exp.ColumnConstraintKind):
@@ -146,6 +163,7 @@ class Subscribe(exp.Expression):
 
 
 MZ_NODES = (
+    AlterProjection,
     Subscribe,
     RenameObject,
     Explain,

@@ -305,8 +305,43 @@ class MzParser(MaterializeParser):
         schema = self._parse_schema(this=name)
         if not isinstance(schema, exp.Schema):
             self.raise_error("Expected a column list")
+        partition_by = None
+        if self._match(TokenType.PARTITION_BY):
+            partition_by = (self._parse_wrapped_csv(lambda: self._expect_name("column name"))
+                            if self._curr and self._curr.token_type == TokenType.L_PAREN
+                            else self._parse_csv(lambda: self._expect_name("column name")))
         options = self._parse_options() if self._match(TokenType.WITH, advance=False) else []
-        return self.expression(ast.CreateTable(this=schema, exists=exists, options=options))
+        return self.expression(ast.CreateTable(this=schema, exists=exists, options=options,
+                                               partition_by=partition_by))
+
+    def _parse_constraint(self) -> exp.Expr | None:
+        # PROJECTION p (SELECT …) among a table's columns; a column named "projection"
+        # is still a column (its type follows the name, never a parenthesized SELECT).
+        if (self._curr is not None and self._curr.text.upper() == "PROJECTION"
+                and self._next is not None and self._next.token_type != TokenType.COMMA
+                and self._index + 3 < len(self._tokens)
+                and self._tokens[self._index + 2].token_type == TokenType.L_PAREN
+                and self._tokens[self._index + 3].token_type in (TokenType.SELECT,
+                                                                 TokenType.WITH)):
+            self._advance()
+            name = self._expect_name("projection name")
+            return self.expression(ast.Projection(this=name, query=self._parse_projection_query()))
+        return super()._parse_constraint()
+
+    def _parse_projection_query(self) -> exp.Query:
+        """``(SELECT …)`` or, after ADD PROJECTION, the RFC's ``AS SELECT …``."""
+        if self._match(TokenType.ALIAS):
+            query = self._parse_select()
+        else:
+            if not self._match(TokenType.L_PAREN):
+                self.raise_error("Expected ( SELECT … ) after the projection name")
+            query = self._parse_select()
+            if not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected ) after the projection's SELECT")
+        if not isinstance(query, exp.Query):
+            self.raise_error("Expected a SELECT for the projection")
+            raise AssertionError("unreachable")
+        return query
 
     def _parse_create_index(self, *, default: bool) -> ast.CreateIndex:
         exists = self._parse_exists(not_=True)
@@ -520,6 +555,9 @@ class MzParser(MaterializeParser):
                     kind=kind, this=target, to=self._expect_name("new name")))
             self._retreat(index)
         if self._match(TokenType.TABLE, advance=False):
+            projection = self._parse_alter_projection()
+            if projection is not None:
+                return projection
             alter = self._parse_alter()
             if isinstance(alter, exp.Command):
                 self.raise_error("unsupported ALTER TABLE form")
@@ -527,6 +565,32 @@ class MzParser(MaterializeParser):
         self.raise_error("Expected CLUSTER, SYSTEM, TABLE, VIEW, MATERIALIZED VIEW, INDEX or "
                          "SINK after ALTER")
         raise AssertionError("unreachable")
+
+
+    def _parse_alter_projection(self) -> ast.AlterProjection | None:
+        """``ALTER TABLE t {ADD|DROP|MATERIALIZE|CLEAR} PROJECTION …``, else None (and
+        nothing consumed)."""
+        index = self._index
+        self._advance()  # TABLE
+        table = self._expect_object("table name")
+        action = self._match_any_words((("ADD",), ("DROP",), ("MATERIALIZE",), ("CLEAR",)))
+        if action is None or not self._match_words("PROJECTION"):
+            self._retreat(index)
+            return None
+        exists = (self._parse_exists(not_=True) if action == "ADD"
+                  else self._parse_exists() if action == "DROP" else False)
+        name = self._expect_name("projection name")
+        query = self._parse_projection_query() if action == "ADD" else None
+        partition = None
+        if action in ("MATERIALIZE", "CLEAR") and self._match(TokenType.IN):
+            if not self._match(TokenType.PARTITION):
+                self.raise_error("Expected PARTITION after IN")
+            partition = self._parse_primary() or self._parse_id_var()
+            if partition is None:
+                self.raise_error("Expected a partition value")
+        return self.expression(ast.AlterProjection(
+            this=table, action=action, name=name, query=query, exists=bool(exists),
+            partition=partition))
 
 
 class MzGenerator(MaterializeGenerator):
@@ -578,7 +642,24 @@ class MzGenerator(MaterializeGenerator):
 
     def createtable_sql(self, e: ast.CreateTable) -> str:
         exists = " IF NOT EXISTS" if e.args.get("exists") else ""
-        return f"CREATE TABLE{exists} {self.sql(e.this)}{self._options(e)}"
+        parts = e.args.get("partition_by")
+        partition = (f" PARTITION BY ({', '.join(self.sql(p) for p in parts)})"
+                     if parts else "")
+        return f"CREATE TABLE{exists} {self.sql(e.this)}{partition}{self._options(e)}"
+
+    def projection_sql(self, e: ast.Projection) -> str:
+        return f"PROJECTION {self.sql(e.this)} ({self.sql(e.args['query'])})"
+
+    def alterprojection_sql(self, e: ast.AlterProjection) -> str:
+        action = e.args["action"]
+        exists = ""
+        if e.args.get("exists"):
+            exists = " IF NOT EXISTS" if action == "ADD" else " IF EXISTS"
+        tail = f" ({self.sql(e.args['query'])})" if e.args.get("query") else ""
+        if e.args.get("partition") is not None:
+            tail += f" IN PARTITION {self.sql(e.args['partition'])}"
+        return (f"ALTER TABLE {self.sql(e.this)} {action} PROJECTION{exists} "
+                f"{self.sql(e.args['name'])}{tail}")
 
     def versionadded_sql(self, e: ast.VersionAdded) -> str:
         return f"VERSION ADDED {self.sql(e.this)}"
@@ -656,6 +737,8 @@ class MzGenerator(MaterializeGenerator):
         ast.RenameObject: renameobject_sql,
         ast.Explain: explain_sql,
         ast.CreateTable: createtable_sql,
+        ast.Projection: projection_sql,
+        ast.AlterProjection: alterprojection_sql,
         ast.VersionAdded: versionadded_sql,
         ast.VersionedTable: versionedtable_sql,
         ast.AsOf: asof_sql,

@@ -87,12 +87,13 @@ class Shard:
 
     # -- write side ------------------------------------------------------------
 
-    def create(self, schema: pa.Schema, ts: int) -> int:
+    def create(self, schema: pa.Schema, ts: int, partition_by: tuple[str, ...] = ()) -> int:
         from deltalake import DeltaTable
 
         full = schema.append(pa.field(ROWID, pa.int64(), nullable=False))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         DeltaTable.create(str(self.path), full, mode="error", configuration=TABLE_CONFIG,
+                          partition_by=list(partition_by) or None,
                           commit_properties=_props(ts, None))
         return 0
 

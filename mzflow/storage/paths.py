@@ -32,3 +32,8 @@ def arrangement(warehouse: Path, cluster_id: int, table_id: str, column: str) ->
     if safe != column:  # two columns that only differ in odd characters stay apart
         safe += "_" + hashlib.sha1(column.encode()).hexdigest()[:8]
     return arrangements(warehouse, cluster_id) / f"{table_id}.{safe}"
+
+
+def projection(warehouse: Path, table_id: str, projection_id: str) -> Path:
+    """A table's projection (beside the table, dropped with it or by DROP PROJECTION)."""
+    return warehouse / f"{table_id}.projections" / projection_id

@@ -11,10 +11,17 @@ from mzflow.catalog.bind import type_name
 from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, retention
 from mzflow.catalog.model import ROWID, TABLE, Column, Item
 from mzflow.catalog.store import Store
-from mzflow.errors import DuplicateObject, InvalidDefinition, Unsupported, WrongObjectType
+from mzflow.errors import (
+    DuplicateObject,
+    InvalidDefinition,
+    UnknownColumn,
+    Unsupported,
+    WrongObjectType,
+)
 from mzflow.sql import ast
 
 CreateShard = Callable[[Item, int], None]
+CheckProjection = Callable[..., None]
 AddToShard = Callable[[Item, Column, int], None]
 
 
@@ -59,9 +66,10 @@ def _column_def(col: exp.ColumnDef, table: str) -> Column:
     return Column(name=col.name, type=type_name(dtype), nullable=nullable)
 
 
-def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard) -> Notices:
-    """Record the table and create its shard in one transaction; the shard gets the
-    CREATE's timestamp as its version 0."""
+def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
+                 check_projection: CheckProjection | None = None) -> Notices:
+    """Record the table (and its projections) and create its shard in one transaction;
+    the shard gets the CREATE's timestamp as its version 0."""
     schema = stmt.this
     name = schema.this.name
     columns = tuple(_column_def(c, name) for c in schema.expressions
@@ -73,6 +81,11 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard)
         if col.name.lower() in seen:
             raise DuplicateObject(f'column "{col.name}" specified more than once')
         seen.add(col.name.lower())
+    partition_by = tuple(_partition_column(p.name, columns, name)
+                         for p in stmt.args.get("partition_by") or [])
+    has_projections = any(isinstance(c, ast.Projection) for c in schema.expressions)
+    if has_projections and check_projection is None:
+        raise Unsupported("projections are not supported here")
     with store.write() as w:
         if w.snapshot.find(name) is not None:
             if stmt.args.get("exists"):
@@ -80,12 +93,25 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard)
             check_new_name(w.snapshot, name)
         ts = w.allocate_ts()
         item = new_item(w, name=name, kind=TABLE, columns=columns, created_ts=ts,
-                        retain_history_ms=retain,
-                        create_sql=normalize.create_table_sql(name, columns))
+                        retain_history_ms=retain, partition_by=partition_by,
+                        create_sql=normalize.create_table_sql(name, columns, partition_by))
         w.insert_item(item)
+        if has_projections:
+            assert check_projection is not None
+            from mzflow.catalog.ddl.projections import of_create
+
+            of_create(w, stmt, item, ts, check_projection)
         create_shard(item, ts)
         w.committed(ts)
     return []
+
+
+def _partition_column(name: str, columns: tuple[Column, ...], table: str) -> str:
+    for col in columns:
+        if col.name == name:
+            return col.name
+    raise UnknownColumn(f'column "{name}" named in PARTITION BY does not exist in table '
+                        f'"{table}"')
 
 
 def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notices:
@@ -112,7 +138,8 @@ def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notic
         version = item.version + 1
         column = Column(column.name, column.type, True, version_added=version)
         ts = w.allocate_ts()
-        create_sql = normalize.create_table_sql(item.name, item.columns + (column,))
+        create_sql = normalize.create_table_sql(item.name, item.columns + (column,),
+                                                item.partition_by)
         w.add_column(item, column, f"u{w.next_id('global')}", create_sql)
         add_to_shard(item, column, ts)
         w.committed(ts)

@@ -1,0 +1,375 @@
+"""Projections at run time: kept by every table write, built by MATERIALIZE, dropped by
+CLEAR, and read in place of their table when a query can be answered from them.
+
+Every part (data file) of the table has its projection rows stored or not. A write
+stores the rows of the parts it added, after its own commit; a part without them
+(written before ADD PROJECTION, cleared, or a writer killed between the two commits)
+is projected on the fly, from that file alone, by the read that needs it. So a read
+never combines a projection with a table version it disagrees with.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from mzflow.catalog.model import ROWID, Item, Projection, Snapshot
+from mzflow.plan import projections as shapes
+from mzflow.plan.projections import AGGREGATE, Routed, Shape
+from mzflow.storage import paths
+from mzflow.storage.delta import Shard
+from mzflow.storage.projection import PART, ProjectionShard, part_name, read_files
+from mzflow.storage.types import spark_ddl
+
+log = logging.getLogger("mzflow.projections")
+
+# Rows this process read to answer routed queries (tests count them): stored projection
+# rows, and base-table rows of the parts projected on the fly.
+ROWS_READ = {"projection": 0, "base": 0}
+
+_seq = itertools.count()
+_SHAPES: dict[tuple[str, str, tuple[Any, ...]], Shape] = {}
+
+
+def shape_of(snap: Snapshot, table: Item, projection: Projection) -> Shape:
+    key = (projection.id, projection.query, table.columns)
+    hit = _SHAPES.get(key)
+    if hit is None:
+        if len(_SHAPES) > 256:
+            _SHAPES.clear()
+        hit = _SHAPES[key] = shapes.shape(snap, table, projection)
+    return hit
+
+
+def shard_of(warehouse: Path, projection: Projection) -> ProjectionShard:
+    return ProjectionShard(paths.projection(warehouse, projection.table_id, projection.id))
+
+
+# -- computing a projection's rows -----------------------------------------------------
+
+
+def _source(table: Item, s: Shape, files: list[str]) -> Any:
+    """A DataFrame of ``files`` with the projection's table version's columns and each
+    row's part."""
+    from pyspark.sql import functions as F
+
+    from mzflow.render.spark import session
+
+    all_cols = [(c.name, c.type) for c in table.columns] + [(ROWID, "bigint")]
+    visible = [c.name for c in table.columns_at(s.version)]
+    ddl = spark_ddl(all_cols)
+    df = (session().read.schema(ddl).parquet(*files) if files
+          else session().createDataFrame([], ddl))
+    name = F.element_at(F.split(F.input_file_name(), "/"), -1)
+    return df.select(*[F.col(f"`{c}`") for c in visible], name.alias(PART))
+
+
+def compute(table: Item, s: Shape, files: list[str]) -> pa.Table:
+    """The projection's rows of the parts ``files`` (one Spark job)."""
+    from mzflow.render import spark
+
+    view = f"mz_projsrc_{s.projection.id}_{next(_seq)}"
+    _source(table, s, files).createOrReplaceTempView(view)
+    try:
+        sql = spark.to_spark_sql(shapes.partial_query(s, view), {})
+        out = spark.to_arrow(spark.session().sql(sql))
+    finally:
+        spark.session().catalog.dropTempView(view)
+    if s.kind == shapes.SORTED:
+        out = out.sort_by([(c, "ascending") for c in s.order])
+    return _plain(out)
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """Types delta-rs writes and reads back alike (no views, no large strings)."""
+    fields = []
+    for f in table.schema:
+        t = f.type
+        if t in (pa.string_view(), pa.large_string()):
+            t = pa.string()
+        fields.append(pa.field(f.name, t, nullable=True))
+    return table.cast(pa.schema(fields))
+
+
+def _store(shard: ProjectionShard, rows: pa.Table, txn: tuple[str, int],
+           stats: dict[str, Any]) -> bool:
+    if rows.num_rows == 0 and not shard.exists():
+        return False
+    if not shard.exists():
+        shard.create(rows.schema)
+    rows = rows.cast(shard.schema()) if rows.num_rows else rows
+    if rows.num_rows == 0:
+        return False
+    return shard.add(rows, txn, stats)
+
+
+@dataclass
+class Outcome:
+    projection: str
+    parts: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
+                   operation: str) -> list[Outcome]:
+    """After a table commit at ``version``: store every projection's rows of the parts
+    that version added. Idempotent (txn ``(proj-<id>, version)``); a failure leaves the
+    parts to be projected on the fly, and is logged, never raised: the write has
+    committed."""
+    projections = snap.projections_on(table.id)
+    if not projections or version == 0:
+        return []
+    shard = Shard.shared(paths.table(warehouse, table.id))
+    before = {part_name(f) for f in shard.files(version - 1)}
+    new = [f for f in shard.files(version) if part_name(f) not in before]
+    out = []
+    for projection in projections:
+        try:
+            out.append(_add_parts(snap, warehouse, table, projection, new,
+                                  (f"proj-{projection.id}", version), operation))
+        except Exception as e:  # the parts stay unmaterialized: reads project them
+            log.warning("projection %s of %s not kept for version %d: %s", projection.name,
+                        table.qualified_name, version, e)
+    return out
+
+
+def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
+               files: list[str], txn: tuple[str, int], operation: str) -> Outcome:
+    s = shape_of(snap, table, projection)
+    started = time.monotonic()
+    result = Outcome(projection.name)
+    if not files:
+        return result
+    rows = compute(table, s, files)
+    seconds = time.monotonic() - started
+    stats = {"operation": operation, "parts": len(files), "rows": rows.num_rows,
+             "bytes": rows.nbytes, "seconds": round(seconds, 4), "table_version": txn[1]}
+    _store(shard_of(warehouse, projection), rows, txn, stats)
+    result.parts, result.rows, result.seconds = len(files), rows.num_rows, seconds
+    return result
+
+
+def materialize(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
+                partition: str | None = None) -> Outcome:
+    """Store the rows of every part of the table's newest version that has none (in
+    ``partition`` only, if given). Resumable: parts already stored are skipped, so a
+    run killed half way is finished by the next."""
+    shard = Shard.shared(paths.table(warehouse, table.id))
+    version = shard.version()
+    kept = shard_of(warehouse, projection).parts()
+    files = [f for f in _in_partition(shard, version, table, partition)
+             if part_name(f) not in kept]
+    return _add_parts(snap, warehouse, table, projection, files,
+                      (f"proj-{projection.id}-m", _materialize_seq(warehouse, projection)),
+                      "materialize")
+
+
+def _materialize_seq(warehouse: Path, projection: Projection) -> int:
+    # Each MATERIALIZE's commit id is new (the parts it writes are the ones missing).
+    history = shard_of(warehouse, projection).history()
+    return len(history) + 1
+
+
+def clear(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
+          partition: str | None = None) -> Outcome:
+    """Drop the stored rows of every part (in ``partition`` only, if given)."""
+    pshard = shard_of(warehouse, projection)
+    kept = pshard.parts()
+    result = Outcome(projection.name)
+    if partition is None:
+        parts = None
+        result.parts = len(kept)
+    else:
+        shard = Shard.shared(paths.table(warehouse, table.id))
+        wanted = {part_name(f) for f in _in_partition(shard, shard.version(), table,
+                                                       partition)}
+        parts = sorted(p for p in kept if p in wanted)
+        result.parts = len(parts)
+        if not parts:
+            return result
+    pshard.clear(parts, {"operation": "clear", "parts": result.parts, "rows": 0,
+                         "bytes": 0, "seconds": 0.0})
+    return result
+
+
+def _in_partition(shard: Shard, version: int, table: Item, partition: str | None
+                  ) -> list[str]:
+    files = shard.files(version)
+    if partition is None:
+        return files
+    if not table.partition_by:
+        from mzflow.errors import InvalidOption
+
+        raise InvalidOption(f'table "{table.name}" has no partitions',
+                            hint="CREATE TABLE … PARTITION BY (column) makes them")
+    actions = shard.add_actions(version)
+    column = f"partition.{table.partition_by[0]}"
+    chosen = set()
+    for path, value in zip(actions.column("path").to_pylist(),
+                           actions.column(column).to_pylist(), strict=True):
+        if str(value) == partition:
+            chosen.add(part_name(path))
+    return [f for f in files if part_name(f) in chosen]
+
+
+# -- reading through a projection ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Choice:
+    routed: Routed
+    stored: int  # parts whose rows were stored
+    projected: int  # parts projected on the fly
+    rejected: tuple[tuple[str, str], ...]  # (projection, why) of the others
+
+
+def candidates(snap: Snapshot, query: exp.Query, tables: Iterable[tuple[str, Item, int]]
+               ) -> tuple[list[Routed], list[tuple[str, str]]]:
+    routed: list[Routed] = []
+    rejected: list[tuple[str, str]] = []
+    tables = list(tables)
+    if len(tables) != 1:
+        return routed, rejected
+    _, table, _ = tables[0]
+    for projection in snap.projections_on(table.id):
+        s = shape_of(snap, table, projection)
+        if s.kind != AGGREGATE:
+            rejected.append((projection.name, "sorted projections are not routed yet"))
+            continue
+        found = shapes.route(query, s)
+        if isinstance(found, str):
+            rejected.append((projection.name, found))
+        else:
+            routed.append(found)
+    return routed, rejected
+
+
+def choose(snap: Snapshot, warehouse: Path, query: exp.Query,
+           tables: Iterable[tuple[str, Item, int]], at: int) -> Choice | None:
+    """The feasible projection with the least to read at ``at``, or None."""
+    routed, rejected = candidates(snap, query, tables)
+    if not routed:
+        return None
+    table = routed[0].shape.table
+    shard = Shard.shared(paths.table(warehouse, table.id))
+    version = shard.version_at(at)
+    if version is None:
+        return None
+    parts = {part_name(f) for f in shard.files(version)}
+    best: tuple[int, Routed, int, int] | None = None
+    for r in routed:
+        kept = shard_of(warehouse, r.shape.projection).parts()
+        stored = sum(1 for p in parts if p in kept)
+        cost = (len(parts) - stored) * 1000 + stored  # a part projected costs its file
+        if best is None or cost < best[0]:
+            best = (cost, r, stored, len(parts) - stored)
+    assert best is not None
+    others = [(r.shape.projection.name, "another projection reads less")
+              for r in routed if r is not best[1]]
+    return Choice(best[1], best[2], best[3], tuple(rejected + others))
+
+
+def relation(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> Any:
+    """The routed query's relation: stored rows of the parts at ``at`` ∪ the rest
+    projected on the fly (a Spark DataFrame)."""
+    from mzflow.render.spark import Relation, from_arrow
+
+    s = choice.routed.shape
+    table = s.table
+    shard = Shard.shared(paths.table(warehouse, table.id))
+    version = shard.version_at(at)
+    assert version is not None
+    files = shard.files(version)
+    pshard = shard_of(warehouse, s.projection)
+    kept = pshard.parts()
+    stored_files = [f for file in files for f in kept.get(part_name(file), [])]
+    missing = [f for f in files if part_name(f) not in kept]
+    columns = list(s.stored_columns())
+    parts = []
+    if stored_files:
+        stored = read_files(stored_files, pshard.schema())
+        ROWS_READ["projection"] += stored.num_rows
+        parts.append(stored.select(columns))
+    if missing:
+        actions = shard.add_actions(version)
+        names = set(part_name(f) for f in missing)
+        ROWS_READ["base"] += sum(n for p, n in zip(
+            actions.column("path").to_pylist(), actions.column("num_records").to_pylist(),
+            strict=True) if part_name(p) in names)
+        parts.append(compute(table, s, missing).select(columns))
+    if not parts:  # an empty table version: the projection of no rows
+        parts.append(compute(table, s, []).select(columns))
+    if len(parts) == 2:
+        parts[1] = parts[1].cast(parts[0].schema)
+    rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    return Relation(files=(), schema_ddl="", columns=tuple(columns), frame=from_arrow(rows))
+
+
+def explain(choice: Choice | None, rejected: list[tuple[str, str]]) -> list[str]:
+    lines = []
+    if choice is not None:
+        s = choice.routed.shape
+        lines.append(f"Projection: {s.projection.name} ({s.kind}) on "
+                     f"{s.table.qualified_name}: {choice.stored} parts stored, "
+                     f"{choice.projected} projected on the fly")
+        rejected = list(choice.rejected)
+    for name, why in rejected:
+        lines.append(f"Projection {name} not used: {why}")
+    return lines
+
+
+def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool
+                 ) -> list[str]:
+    """EXPLAIN's projection lines for a read of ``query`` now."""
+    from mzflow.runtime import reads
+
+    p = reads.plan(snap, query)
+    if len(p.tables) != 1 or not snap.projections_on(p.tables[0][1].id):
+        return []
+    if not enabled:
+        return ["Projections: not used (optimize_use_projections is off)"]
+    choice = choose(snap, warehouse, p.query, p.tables, snap.read_ts)
+    return explain(choice, candidates(snap, p.query, p.tables)[1])
+
+
+# -- statements ---------------------------------------------------------------------
+
+
+def check(snap: Snapshot, table: Item, projection: Projection) -> None:
+    """A projection's definition is valid (raises its error otherwise)."""
+    shapes.shape(snap, table, projection)
+
+
+def alter(store: Any, warehouse: Path, stmt: Any) -> list[str]:
+    """ALTER TABLE t {ADD|DROP|MATERIALIZE|CLEAR} PROJECTION …"""
+    import shutil
+
+    from mzflow.catalog.ddl import projections as ddl
+
+    def drop_storage(projection: Projection) -> None:
+        shutil.rmtree(paths.projection(warehouse, projection.table_id, projection.id),
+                      ignore_errors=True)
+
+    notices, table, projection = ddl.alter(store, stmt, check, drop_storage)
+    action = stmt.args["action"]
+    if projection is None or table is None or action in ("ADD", "DROP"):
+        return notices
+    snap = store.snapshot()
+    partition = stmt.args.get("partition")
+    value = partition.name if partition is not None else None
+    if action == "MATERIALIZE":
+        done = materialize(snap, warehouse, table, projection, value)
+        return notices + [f'projection "{projection.name}": {done.parts} parts materialized, '
+                          f"{done.rows} rows in {done.seconds:.2f} s"]
+    done = clear(snap, warehouse, table, projection, value)
+    return notices + [f'projection "{projection.name}": {done.parts} parts cleared']

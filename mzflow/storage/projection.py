@@ -1,0 +1,141 @@
+"""A projection's shard: its rows per part of the table, one Delta partition per part.
+
+A part is one data file of the table, named by its file name (Delta names data files
+with a UUID, so a name is unique within a table). The table's files never change:
+a projection row computed from a part stays right for as long as any version of the
+table holds that part. So a reader of the table at version *v* takes the stored rows
+of *v*'s parts and computes the rest on the fly, and the two shards never need one
+commit. Partitioning by part makes "which parts are kept" a look at the add actions,
+and CLEAR a metadata-only delete.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from mzflow.storage.delta import TABLE_CONFIG, _log
+
+PART = "_mz_part"
+STATS_KEY = "mzflow.projection"  # commit metadata: what a write cost (mz_projection_history)
+
+
+def part_name(uri: str) -> str:
+    """A data file's part name: its file name (a table's file names are unique)."""
+    return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+class ProjectionShard:
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def exists(self) -> bool:
+        return (self.path / "_delta_log").is_dir()
+
+    def create(self, schema: pa.Schema) -> None:
+        from deltalake import DeltaTable
+
+        if self.exists():
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        config = {k: v for k, v in TABLE_CONFIG.items() if "ChangeDataFeed" not in k}
+        DeltaTable.create(str(self.path), schema, mode="ignore", partition_by=[PART],
+                          configuration=config)
+
+    def _table(self) -> Any:
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(self.path))
+
+    def parts(self) -> dict[str, list[str]]:
+        """Part name → the shard's files that hold its rows (at the newest version)."""
+        if not self.exists():
+            return {}
+        dt = self._table()
+        actions = pa.table(dt.get_add_actions(flatten=True))
+        out: dict[str, list[str]] = {}
+        if actions.num_rows == 0:
+            return out
+        for path, part in zip(actions.column("path").to_pylist(),
+                              actions.column(f"partition.{PART}").to_pylist(), strict=True):
+            out.setdefault(part, []).append(str(self.path / _unquote(path)))
+        return out
+
+    def add(self, rows: pa.Table, txn: tuple[str, int], stats: dict[str, Any]) -> bool:
+        """Append ``rows`` (with ``PART``) in one commit, once per ``txn`` (False: a
+        commit with that id was already made)."""
+        from deltalake import CommitProperties, Transaction, write_deltalake
+
+        dt = self._table()
+        done = dt.transaction_version(txn[0])
+        if done is not None and done >= txn[1]:
+            return False
+        props = CommitProperties(custom_metadata={STATS_KEY: json.dumps(stats)},
+                                 app_transactions=[Transaction(txn[0], txn[1])])
+        write_deltalake(dt, rows, mode="append", partition_by=[PART],
+                        commit_properties=props)
+        return True
+
+    def clear(self, parts: list[str] | None, stats: dict[str, Any]) -> None:
+        """Drop the rows of ``parts`` (all when None): a partition delete, no rewrite."""
+        from deltalake import CommitProperties
+
+        if not self.exists():
+            return
+        props = CommitProperties(custom_metadata={STATS_KEY: json.dumps(stats)})
+        dt = self._table()
+        if parts is None:
+            dt.delete(commit_properties=props)
+            return
+        for i in range(0, len(parts), 500):
+            chunk = ", ".join("'" + p.replace("'", "''") + "'" for p in parts[i:i + 500])
+            dt.delete(f"{PART} IN ({chunk})", commit_properties=props)
+
+    def schema(self) -> pa.Schema:
+        return pa.schema(self._table().schema().to_arrow())
+
+    def history(self) -> list[dict[str, Any]]:
+        """What each commit cost, oldest first: the ``STATS_KEY`` records."""
+        if not self.exists():
+            return []
+        out = []
+        for entry in reversed(_log(self._table())):
+            raw = entry.get(STATS_KEY)
+            if raw:
+                record = json.loads(raw)
+                record.setdefault("at_ms", entry.get("timestamp"))
+                out.append(record)
+        return out
+
+    def size(self) -> tuple[int, int, int]:
+        """(rows, bytes, files) at the newest version."""
+        if not self.exists():
+            return 0, 0, 0
+        actions = pa.table(self._table().get_add_actions(flatten=True))
+        if actions.num_rows == 0:
+            return 0, 0, 0
+        import pyarrow.compute as pc
+
+        return (int(pc.sum(actions.column("num_records")).as_py() or 0),
+                int(pc.sum(actions.column("size_bytes")).as_py() or 0), actions.num_rows)
+
+
+def read_files(files: list[str], schema: pa.Schema) -> pa.Table:
+    """The rows of a projection's files (its partition column is in no file)."""
+    import pyarrow.parquet as pq
+
+    fields = [f for f in schema if f.name != PART]
+    if not files:
+        return pa.schema(fields).empty_table()
+    tables = [pq.read_table(f).select([f.name for f in fields]).cast(pa.schema(fields))
+              for f in files]
+    return pa.concat_tables(tables)
+
+
+def _unquote(path: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(path)
