@@ -42,6 +42,8 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
 	@echo "== SUBSCRIBE: the totals after the first batch, then every change since"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow subscribe "SUBSCRIBE customer_totals AS OF $$(cat $(DEMO_HOME)/after-first-batch) UP TO $$(($$(date +%s%3N) - 1))"
+	@echo "== a projection answers per-customer sums, kept right through the UPDATE and DELETE"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/projection.sql
 	@echo "== the daily sink: its first interval ends at midnight in Europe/Berlin"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sink run daily_totals
 	@echo "== what the catalog now holds"

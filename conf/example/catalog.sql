@@ -13,6 +13,11 @@ CREATE TABLE orders (
     ordered_at timestamp NOT NULL
 );
 
+-- A projection is kept with the table by every write, and answers the queries it can
+-- without being named (conf/example/projection.sql).
+ALTER TABLE orders ADD PROJECTION per_customer
+    (SELECT customer_id, count(*), sum(amount) GROUP BY customer_id);
+
 -- A plain view is only a name for a query.
 CREATE VIEW big_orders AS SELECT id, customer_id, amount FROM orders WHERE amount > 100;
 

@@ -4,5 +4,6 @@ SELECT id, name, size, pool_slots FROM mz_clusters ORDER BY id;
 SHOW OBJECTS;
 SHOW INDEXES IN CLUSTER analytics;
 SHOW SINKS;
+SHOW PROJECTIONS;
 EXPLAIN MATERIALIZED VIEW customer_totals;
 SELECT * FROM mz_frontiers;

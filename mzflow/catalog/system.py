@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from mzflow.catalog import frontiers, normalize, sizes
 from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import (
@@ -133,6 +135,20 @@ def _comment_rows(snap: Snapshot) -> list[Row]:
             for item_id, sub, text in snap.comments]
 
 
+def projection_kind(query: str) -> str:
+    """``aggregate`` (GROUP BY or aggregates) or ``sorted``, from the SELECT's text."""
+    from mzflow.sql.parse import parse
+
+    select = parse(query)[0]
+    grouped = select.args.get("group") is not None or select.find(exp.AggFunc) is not None
+    return "aggregate" if grouped else "sorted"
+
+
+def _projection_rows(snap: Snapshot) -> list[Row]:
+    return [(p.id, p.table_id, p.name, projection_kind(p.query), p.query, None, None, None,
+             None, None) for p in snap.projections]
+
+
 TABLES: dict[str, SystemTable] = {
     t.name: t
     for t in (
@@ -168,6 +184,17 @@ TABLES: dict[str, SystemTable] = {
                     _cols("id text, object_id text, cluster_id bigint, key text, "
                           "rows bigint null, bytes bigint null, files bigint null, "
                           "records_read_last_tick bigint null"), (), lambda snap: []),
+        # Projections: the catalog's part here, their storage's in runtime/projections.py.
+        SystemTable("mz_projections",
+                    _cols("id text, table_id text, name text, kind text, definition text, "
+                          "parts bigint null, rows bigint null, bytes bigint null, "
+                          "write_rows bigint null, write_seconds double precision null"), (),
+                    _projection_rows),
+        SystemTable("mz_projection_history",
+                    _cols("projection_id text, operation text, parts bigint, rows bigint, "
+                          "bytes bigint, seconds double precision, "
+                          "table_version bigint null, occurred_at_ms bigint null"), (),
+                    lambda snap: []),
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
                     (), _comment_rows),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sqlglot import exp
 
@@ -290,7 +291,7 @@ class Routed:
     shape: Shape
     query: exp.Query  # the query over the projection's relation (named ``relation``)
     relation: str
-    key_filter: tuple[exp.Expr, ...] = ()  # sorted: conjuncts over the sort key
+    key_values: tuple[Any, ...] | None = None  # sorted: the sort key values it reads
 
 
 def relation_name(s: Shape) -> str:
@@ -444,12 +445,66 @@ def _route_sorted(query: exp.Select, s: Shape, alias: str) -> Routed | str:
     if any(w not in got for w in wanted):
         return "the query's WHERE does not imply the projection's"
     lead = s.order[0]
-    on_key = tuple(c for c in conjuncts(query.args.get("where"))
-                   if {col.name for col in c.find_all(exp.Column)} == {lead})
-    if not on_key:
-        return f'the query does not restrict the sort key "{lead}"'
+    values = None
+    for c in conjuncts(query.args.get("where")):
+        found = _key_values(c, lead, alias)
+        if found is not None:
+            values = found if values is None else [v for v in values if v in found]
+    if values is None:
+        return (f'the query does not restrict the sort key "{lead}" to values (= or IN '
+                "constants)")
     out = query.copy()
     rel = relation_name(s)
     for table in out.find_all(exp.Table):
         table.set("this", exp.to_identifier(rel))
-    return Routed(s, out, rel, on_key)
+    return Routed(s, out, rel, tuple(values))
+
+
+def _key_values(conj: exp.Expr, key: str, alias: str) -> list[Any] | None:
+    """The constants ``conj`` restricts ``key`` to (``key = c``, ``key IN (c, …)``)."""
+    def is_key(node: exp.Expr) -> bool:
+        return isinstance(node, exp.Column) and node.name == key and node.table == alias
+
+    options: list[exp.Expr] = []
+    if isinstance(conj, exp.EQ):
+        if is_key(conj.left):
+            options = [conj.right]
+        elif is_key(conj.right):
+            options = [conj.left]
+    elif isinstance(conj, exp.In) and is_key(conj.this) and not conj.args.get("query"):
+        options = list(conj.expressions)
+    if not options:
+        return None
+    values = []
+    for node in options:
+        value = _constant(node)
+        if value is _NOT_CONSTANT:
+            return None
+        values.append(value)
+    return values
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant(node: exp.Expr) -> Any:
+    import datetime as dt
+    from decimal import Decimal
+
+    if isinstance(node, exp.Paren):
+        return _constant(node.this)
+    if isinstance(node, exp.Neg):
+        inner = _constant(node.this)
+        return _NOT_CONSTANT if inner is _NOT_CONSTANT else -inner
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = node.this
+        return Decimal(text) if "." in text or "e" in text.lower() else int(text)
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and (
+            node.to.is_type(exp.DType.DATE)):
+        try:
+            return dt.date.fromisoformat(node.this.this)
+        except ValueError:
+            return _NOT_CONSTANT
+    return _NOT_CONSTANT

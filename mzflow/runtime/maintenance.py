@@ -22,7 +22,7 @@ from pathlib import Path
 from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
-from mzflow.runtime import arrangements, sinks
+from mzflow.runtime import arrangements, projections, sinks
 from mzflow.storage import paths
 from mzflow.storage.arrangement import ArrangementShard
 from mzflow.storage.delta import IndexShard, Shard, StateShard
@@ -38,7 +38,9 @@ class Compacted:
     version: int
     files_removed: int
     files_merged: int
-    kind: str = "table"  # table, index, state (of an index) or arrangement
+    # table, index, state (of an index), arrangement, or projection (files_merged: parts
+    # the merged files brought, materialized; files_removed: parts of vacuumed files)
+    kind: str = "table"
 
 
 def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Compacted]:
@@ -67,6 +69,9 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
             log.info("compacted %s: since %d, versions >= %d kept, %d files removed",
                      result.table, since, keep_from, result.files_removed)
             out.append(result)
+            for p, built, dropped in projections.after_compaction(snap, warehouse, item):
+                out.append(Compacted(f"{item.qualified_name}.{p.name}", since, keep_from,
+                                     shard.version(), dropped, built, "projection"))
         out.extend(_compact_arrangements(w, warehouse, only))
     return out
 

@@ -26,7 +26,13 @@ from mzflow.plan import projections as shapes
 from mzflow.plan.projections import AGGREGATE, Routed, Shape
 from mzflow.storage import paths
 from mzflow.storage.delta import Shard
-from mzflow.storage.projection import PART, ProjectionShard, part_name, read_files
+from mzflow.storage.projection import (
+    PART,
+    ProjectionShard,
+    part_name,
+    read_files,
+    read_keys,
+)
 from mzflow.storage.types import spark_ddl
 
 log = logging.getLogger("mzflow.projections")
@@ -34,6 +40,7 @@ log = logging.getLogger("mzflow.projections")
 # Rows this process read to answer routed queries (tests count them): stored projection
 # rows, and base-table rows of the parts projected on the fly.
 ROWS_READ = {"projection": 0, "base": 0}
+ROUTED = [0]  # reads answered from a projection
 
 _seq = itertools.count()
 _SHAPES: dict[tuple[str, str, tuple[Any, ...]], Shape] = {}
@@ -100,7 +107,7 @@ def _plain(table: pa.Table) -> pa.Table:
 
 
 def _store(shard: ProjectionShard, rows: pa.Table, txn: tuple[str, int],
-           stats: dict[str, Any]) -> bool:
+           stats: dict[str, Any], sort_key: str | None = None) -> bool:
     if rows.num_rows == 0 and not shard.exists():
         return False
     if not shard.exists():
@@ -108,7 +115,7 @@ def _store(shard: ProjectionShard, rows: pa.Table, txn: tuple[str, int],
     rows = rows.cast(shard.schema()) if rows.num_rows else rows
     if rows.num_rows == 0:
         return False
-    return shard.add(rows, txn, stats)
+    return shard.add(rows, txn, stats, sort_key)
 
 
 @dataclass
@@ -148,19 +155,24 @@ def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Project
     s = shape_of(snap, table, projection)
     started = time.monotonic()
     result = Outcome(projection.name)
+    # Writers of a projection hold the catalog's write lock: a part kept by now is
+    # kept for good, and storing it again would count its rows twice.
+    kept = shard_of(warehouse, projection).parts()
+    files = [f for f in files if part_name(f) not in kept]
     if not files:
         return result
     rows = compute(table, s, files)
     seconds = time.monotonic() - started
     stats = {"operation": operation, "parts": len(files), "rows": rows.num_rows,
              "bytes": rows.nbytes, "seconds": round(seconds, 4), "table_version": txn[1]}
-    _store(shard_of(warehouse, projection), rows, txn, stats)
+    _store(shard_of(warehouse, projection), rows, txn, stats,
+           s.order[0] if s.kind == shapes.SORTED else None)
     result.parts, result.rows, result.seconds = len(files), rows.num_rows, seconds
     return result
 
 
 def materialize(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
-                partition: str | None = None) -> Outcome:
+                partition: str | None = None, operation: str = "materialize") -> Outcome:
     """Store the rows of every part of the table's newest version that has none (in
     ``partition`` only, if given). Resumable: parts already stored are skipped, so a
     run killed half way is finished by the next."""
@@ -171,7 +183,7 @@ def materialize(snap: Snapshot, warehouse: Path, table: Item, projection: Projec
              if part_name(f) not in kept]
     return _add_parts(snap, warehouse, table, projection, files,
                       (f"proj-{projection.id}-m", _materialize_seq(warehouse, projection)),
-                      "materialize")
+                      operation)
 
 
 def _materialize_seq(warehouse: Path, projection: Projection) -> int:
@@ -222,6 +234,31 @@ def _in_partition(shard: Shard, version: int, table: Item, partition: str | None
     return [f for f in files if part_name(f) in chosen]
 
 
+def after_compaction(snap: Snapshot, warehouse: Path, table: Item
+                     ) -> list[tuple[Projection, int, int]]:
+    """After the table's files were merged and vacuumed: store the rows of the parts the
+    merge wrote (else every read would project them on the fly) and drop the rows of
+    parts whose files are gone. (projection, parts built, parts dropped) each."""
+    out = []
+    shard = Shard(paths.table(warehouse, table.id))
+    on_disk = {f.name for f in shard.path.rglob("*.parquet")}
+    for projection in snap.projections_on(table.id):
+        pshard = shard_of(warehouse, projection)
+        dead = sorted(p for p in pshard.parts() if p not in on_disk)
+        if dead:
+            pshard.clear(dead, {"operation": "compaction", "parts": len(dead), "rows": 0,
+                                "bytes": 0, "seconds": 0.0})
+        built = 0
+        try:
+            built = materialize(snap, warehouse, table, projection,
+                                operation="compaction").parts
+        except Exception as e:  # reads project the merged parts on the fly meanwhile
+            log.warning("projection %s of %s not built after compaction: %s",
+                        projection.name, table.qualified_name, e)
+        out.append((projection, built, len(dead)))
+    return out
+
+
 # -- reading through a projection ---------------------------------------------------
 
 
@@ -243,9 +280,6 @@ def candidates(snap: Snapshot, query: exp.Query, tables: Iterable[tuple[str, Ite
     _, table, _ = tables[0]
     for projection in snap.projections_on(table.id):
         s = shape_of(snap, table, projection)
-        if s.kind != AGGREGATE:
-            rejected.append((projection.name, "sorted projections are not routed yet"))
-            continue
         found = shapes.route(query, s)
         if isinstance(found, str):
             rejected.append((projection.name, found))
@@ -270,7 +304,9 @@ def choose(snap: Snapshot, warehouse: Path, query: exp.Query,
     for r in routed:
         kept = shard_of(warehouse, r.shape.projection).parts()
         stored = sum(1 for p in parts if p in kept)
-        cost = (len(parts) - stored) * 1000 + stored  # a part projected costs its file
+        # A part projected on the fly costs a read of its file; an aggregate
+        # projection's stored rows are fewer than a sorted one's at equal parts.
+        cost = ((len(parts) - stored) * 1000 + stored) * 2 + (r.shape.kind != AGGREGATE)
         if best is None or cost < best[0]:
             best = (cost, r, stored, len(parts) - stored)
     assert best is not None
@@ -286,6 +322,7 @@ def relation(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> Any:
 
     s = choice.routed.shape
     table = s.table
+    ROUTED[0] += 1
     shard = Shard.shared(paths.table(warehouse, table.id))
     version = shard.version_at(at)
     assert version is not None
@@ -295,6 +332,8 @@ def relation(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> Any:
     stored_files = [f for file in files for f in kept.get(part_name(file), [])]
     missing = [f for f in files if part_name(f) not in kept]
     columns = list(s.stored_columns())
+    if s.kind != AGGREGATE:
+        return _sorted_relation(choice, files, kept, stored_files, missing)
     parts = []
     if stored_files:
         stored = read_files(stored_files, pshard.schema())
@@ -313,6 +352,34 @@ def relation(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> Any:
         parts[1] = parts[1].cast(parts[0].schema)
     rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
     return Relation(files=(), schema_ddl="", columns=tuple(columns), frame=from_arrow(rows))
+
+
+def _sorted_relation(choice: Choice, files: list[str], kept: dict[str, list[str]],
+                     stored_files: list[str], missing: list[str]) -> Any:
+    """A sorted projection's rows with the routed sort key values: the row groups of the
+    stored parts that may hold them, and the matching rows of the parts without."""
+    from mzflow.render.spark import Relation, from_arrow
+
+    s = choice.routed.shape
+    values = list(choice.routed.key_values or ())
+    columns = list(s.columns)
+    lead = s.order[0]
+    stored, n = read_keys(stored_files, lead, values, columns)
+    ROWS_READ["projection"] += n
+    pieces = [stored]
+    if missing:
+        found, n = read_keys(missing, lead, values, columns, base=True)
+        ROWS_READ["base"] += n
+        pieces.append(found)
+    pieces = [p for p in pieces if p.num_rows] or [pieces[0]]
+    rows = pa.concat_tables(pieces, promote_options="permissive")
+    if rows.num_rows == 0:  # typed empty rows: Spark needs the columns' types
+        from mzflow.storage.types import arrow_schema
+
+        types = {c.name: c for c in s.table.columns}
+        rows = arrow_schema([(c, types[c].type, True) for c in columns]).empty_table()
+    return Relation(files=(), schema_ddl="", columns=tuple(columns),
+                    frame=from_arrow(_plain(rows)))
 
 
 def explain(choice: Choice | None, rejected: list[tuple[str, str]]) -> list[str]:
@@ -364,12 +431,35 @@ def alter(store: Any, warehouse: Path, stmt: Any) -> list[str]:
     action = stmt.args["action"]
     if projection is None or table is None or action in ("ADD", "DROP"):
         return notices
-    snap = store.snapshot()
     partition = stmt.args.get("partition")
     value = partition.name if partition is not None else None
-    if action == "MATERIALIZE":
-        done = materialize(snap, warehouse, table, projection, value)
-        return notices + [f'projection "{projection.name}": {done.parts} parts materialized, '
-                          f"{done.rows} rows in {done.seconds:.2f} s"]
-    done = clear(snap, warehouse, table, projection, value)
+    with store.write() as w:  # one writer of a projection at a time (see _add_parts)
+        if action == "MATERIALIZE":
+            done = materialize(w.snapshot, warehouse, table, projection, value)
+            return notices + [f'projection "{projection.name}": {done.parts} parts '
+                              f"materialized, {done.rows} rows in {done.seconds:.2f} s"]
+        done = clear(w.snapshot, warehouse, table, projection, value)
     return notices + [f'projection "{projection.name}": {done.parts} parts cleared']
+
+
+# -- mz_projections, mz_projection_history, SHOW PROJECTIONS ------------------------------
+
+
+def system_rows(name: str, snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
+    from mzflow.catalog.system import projection_kind
+
+    out: list[tuple[Any, ...]] = []
+    for p in snap.projections:
+        shard = shard_of(warehouse, p)
+        history = shard.history()
+        if name == "mz_projection_history":
+            out += [(p.id, h.get("operation"), h.get("parts", 0), h.get("rows", 0),
+                     h.get("bytes", 0), float(h.get("seconds", 0.0)),
+                     h.get("table_version"), h.get("at_ms")) for h in history]
+            continue
+        rows, size, _ = shard.size()
+        out.append((p.id, p.table_id, p.name, projection_kind(p.query), p.query,
+                    len(shard.parts()), rows, size,
+                    sum(int(h.get("rows", 0)) for h in history),
+                    round(sum(float(h.get("seconds", 0.0)) for h in history), 4)))
+    return out

@@ -97,6 +97,9 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None
             if table.name == "mz_arrangements" and warehouse is not None:
                 from mzflow.runtime import arrangements
                 found = arrangements.rows(snap, warehouse)
+            if table.name.startswith("mz_projection") and warehouse is not None:
+                from mzflow.runtime import projections
+                found = projections.system_rows(table.name, snap, warehouse)
             tables[table.name] = ([c.name for c in sys_table.all_columns], found)
     return local.run(p.query, tables)
 

@@ -52,6 +52,12 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
         columns = ["name", "nullable", "type", "comment"]
         rows = [(c.name, c.nullable, display_name(c.type), snap.comment(rel.id, pos) or "")
                 for pos, c in enumerate(rel.columns, start=1)]
+    elif kind == "PROJECTIONS":
+        on = stmt.args.get("on")
+        table_id = snap.resolve(on.name).id if on is not None else None
+        columns = ["table", "name", "kind", "definition"]
+        rows = [(snap.item(p.table_id).name, p.name, system.projection_kind(p.query), p.query)
+                for p in snap.projections if table_id is None or p.table_id == table_id]
     elif kind == "FULL MATERIALIZED VIEWS":
         columns, rows = ["cluster", "name", "type"], []
         for (name,) in _show_list(snap, "MATERIALIZED VIEWS", stmt)[1]:

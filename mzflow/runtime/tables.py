@@ -87,10 +87,15 @@ class TableWrites:
             ts = w.allocate_ts()
             version = apply(ts)
             w.committed(ts)
-            snap = w.snapshot
-        # Projections follow their table's commit (Delta has no two-table commit); a
-        # part whose rows are not stored yet is projected on the fly by its readers.
-        projections.keep_new_parts(snap, self.warehouse, item, version, status.split()[0])
+        if w.snapshot.projections_on(item.id):
+            # Projections follow their table's commit (Delta has no two-table commit),
+            # once the write is committed and visible, under the write lock again, so
+            # that no other writer of the projection (MATERIALIZE) stores a part twice.
+            # A part whose rows are not stored (a crash in between) is projected on the
+            # fly by its readers.
+            with self.store.write() as again:
+                projections.keep_new_parts(again.snapshot, self.warehouse, item, version,
+                                           status.split()[0])
         log.info("%s %s: %d rows, version %d at %d", status, item.qualified_name, count,
                  version, ts)
         return WriteResult(f"{status} {count}", count, version, ts)

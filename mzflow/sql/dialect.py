@@ -455,6 +455,11 @@ class MzParser(MaterializeParser):
             cluster = self._parse_in_cluster()
             return self.expression(ast.Show(
                 kind="INDEXES", on=on, cluster=cluster, **self._parse_like_or_where()))
+        if self._match_words("PROJECTIONS"):
+            on = self._expect_object("table name") if self._match_set(
+                (TokenType.FROM, TokenType.ON, TokenType.IN)) else None
+            return self.expression(ast.Show(kind="PROJECTIONS", on=on,
+                                            **self._parse_like_or_where()))
         if self._match_words("COLUMNS"):
             if not self._match_set((TokenType.FROM, TokenType.IN)):
                 self.raise_error("Expected FROM")
@@ -711,7 +716,8 @@ class MzGenerator(MaterializeGenerator):
             return f"SHOW {kind} {self.sql(e.this)}"
         parts = [f"SHOW {kind}"]
         if e.args.get("on"):
-            parts.append(f"{'FROM' if kind == 'COLUMNS' else 'ON'} {self.sql(e.args['on'])}")
+            word = "FROM" if kind in ("COLUMNS", "PROJECTIONS") else "ON"
+            parts.append(f"{word} {self.sql(e.args['on'])}")
         if e.args.get("schema"):
             parts.append(f"FROM {self.sql(e.args['schema'])}")
         if e.args.get("cluster"):

@@ -293,6 +293,20 @@ class _Ranges:
 _RANGES: OrderedDict[str, _Ranges] = OrderedDict()
 
 
+def groups_holding(path: str, key: str, keys: list[Any]) -> tuple[list[int], int]:
+    """The row groups of ``path`` (sorted by ``key``, with statistics on it) that may
+    hold any of ``keys`` (sorted, no NULL), and the rows they have."""
+    ranges = _ranges(path, key)
+    picked = ranges.holding(keys, False)
+    return picked, sum(ranges.rows[g] for g in picked)
+
+
+def writer_properties(key: str, group_rows: int) -> Any:
+    """Row groups of ``group_rows`` rows with statistics on ``key`` alone (a sorted
+    projection's files, like an arrangement's)."""
+    return _writer(key, group_rows)
+
+
 def _ranges(path: str, key: str) -> _Ranges:
     hit = _RANGES.get(path)
     if hit is not None:

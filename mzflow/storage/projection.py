@@ -64,10 +64,14 @@ class ProjectionShard:
             out.setdefault(part, []).append(str(self.path / _unquote(path)))
         return out
 
-    def add(self, rows: pa.Table, txn: tuple[str, int], stats: dict[str, Any]) -> bool:
+    def add(self, rows: pa.Table, txn: tuple[str, int], stats: dict[str, Any],
+            sort_key: str | None = None, group_rows: int = 8192) -> bool:
         """Append ``rows`` (with ``PART``) in one commit, once per ``txn`` (False: a
-        commit with that id was already made)."""
+        commit with that id was already made). ``sort_key``: the rows are sorted by it;
+        their files get small row groups with statistics on it (a sorted projection)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
+
+        from mzflow.storage.arrangement import writer_properties
 
         dt = self._table()
         done = dt.transaction_version(txn[0])
@@ -75,8 +79,10 @@ class ProjectionShard:
             return False
         props = CommitProperties(custom_metadata={STATS_KEY: json.dumps(stats)},
                                  app_transactions=[Transaction(txn[0], txn[1])])
+        extra = ({"writer_properties": writer_properties(sort_key, group_rows)}
+                 if sort_key is not None else {})
         write_deltalake(dt, rows, mode="append", partition_by=[PART],
-                        commit_properties=props)
+                        commit_properties=props, **extra)
         return True
 
     def clear(self, parts: list[str] | None, stats: dict[str, Any]) -> None:
@@ -133,6 +139,56 @@ def read_files(files: list[str], schema: pa.Schema) -> pa.Table:
     tables = [pq.read_table(f).select([f.name for f in fields]).cast(pa.schema(fields))
               for f in files]
     return pa.concat_tables(tables)
+
+
+def read_keys(files: list[str], key: str, values: list[Any] | None, columns: list[str],
+              base: bool = False) -> tuple[pa.Table, int]:
+    """Rows of ``files`` whose ``key`` is among ``values`` (all rows when None), and the
+    rows read for them. Sorted projection files (``base`` False) are read by the row
+    groups whose key range may hold a value; a table's own files (a part without
+    projection rows) by Parquet's row-group statistics too, as far as they help."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from mzflow.storage.arrangement import groups_holding
+
+    pieces = []
+    read = 0
+    wanted = sorted({v for v in values if v is not None}) if values is not None else None
+    for f in files:
+        path = f.removeprefix("file://")
+        present = pq.read_schema(path).names
+        missing = [c for c in columns if c not in present]  # added after the file
+        columns_here = [c for c in columns if c in present]
+        if wanted is None:
+            piece = pq.read_table(path, columns=columns_here)
+            read += piece.num_rows
+        elif base:
+            try:
+                piece = pq.read_table(path, columns=columns_here,
+                                      filters=pc.field(key).isin(wanted))
+            except (pa.ArrowException, TypeError):  # values that do not compare: all rows
+                piece = pq.read_table(path, columns=columns_here)
+            read += piece.num_rows
+        else:
+            picked, rows = groups_holding(path, key, wanted)
+            if not picked:
+                continue
+            piece = pq.ParquetFile(path).read_row_groups(picked, columns=columns_here)
+            read += rows
+        for c in missing:
+            piece = piece.append_column(c, pa.nulls(piece.num_rows))
+        piece = piece.select(columns)
+        if wanted is not None:
+            try:  # fewer rows for Spark; the query applies its WHERE again regardless
+                piece = piece.filter(pc.is_in(piece.column(key), value_set=pa.array(
+                    wanted, piece.schema.field(key).type)))
+            except (pa.ArrowException, TypeError):
+                pass
+        pieces.append(piece)
+    if not pieces:
+        return pa.table({c: pa.array([], pa.null()) for c in columns}), read
+    return pa.concat_tables(pieces, promote_options="permissive"), read
 
 
 def _unquote(path: str) -> str:

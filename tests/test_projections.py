@@ -1,0 +1,355 @@
+"""Table projections (ClickHouse's RFC): grammar, definitions and their errors, which
+queries route to which projection (no Spark); then, on Spark, routed answers against
+routing off and against DuckDB through random writes, MATERIALIZE, CLEAR and
+compaction; what a routed read reads; and a writer killed between its table commit
+and its projection commit."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import mzflow
+from mzflow.errors import (
+    DuplicateObject,
+    Error,
+    InvalidDefinition,
+    UnknownColumn,
+    UnknownObject,
+    WrongObjectType,
+)
+from mzflow.plan import projections as shapes
+from mzflow.runtime import reads
+from mzflow.sql.parse import parse
+
+TABLE = ("CREATE TABLE t (k int, g text, v int, n numeric(8,2), x double precision, "
+         "PROJECTION by_g (SELECT g, sum(v), count(*), avg(n), min(v), max(n), count(v), "
+         "avg(x) GROUP BY g), "
+         "PROJECTION pos (SELECT g, k, sum(n), avg(v), count(*) WHERE v > 0 GROUP BY g, k), "
+         "PROJECTION by_k (SELECT k, g, v, n ORDER BY k))")
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[mzflow.Connection]:
+    with mzflow.connect(str(tmp_path / "home")) as c:
+        yield c
+
+
+# -- grammar and definitions (no Spark) ------------------------------------------------
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TABLE t (a INT, PROJECTION p (SELECT a, COUNT(*) GROUP BY a)) PARTITION BY (a)",
+    "ALTER TABLE t ADD PROJECTION IF NOT EXISTS p (SELECT a, SUM(b) GROUP BY a)",
+    "ALTER TABLE t DROP PROJECTION IF EXISTS p",
+    "ALTER TABLE t MATERIALIZE PROJECTION p IN PARTITION 'x'",
+    "ALTER TABLE t CLEAR PROJECTION p",
+])
+def test_projection_statements_round_trip(sql: str) -> None:
+    from mzflow.catalog import normalize
+
+    assert normalize.sql(parse(sql)[0]) == sql
+
+
+def test_the_rfcs_as_select_form_and_a_column_named_projection() -> None:
+    from mzflow.catalog import normalize
+
+    stmt = parse("ALTER TABLE t ADD PROJECTION p AS SELECT a, count(*) GROUP BY a")[0]
+    assert normalize.sql(stmt) == "ALTER TABLE t ADD PROJECTION p (SELECT a, COUNT(*) GROUP BY a)"
+    create = parse("CREATE TABLE t (projection int, b text)")[0]
+    assert [c.name for c in create.this.expressions] == ["projection", "b"]
+
+
+def test_definitions_are_checked_with_clear_errors(conn: mzflow.Connection) -> None:
+    conn.execute(TABLE)
+    shown = conn.execute("SHOW CREATE TABLE t").rows[0][1]
+    assert "PROJECTION by_g (SELECT g, SUM(v)" in shown and "PROJECTION pos" in shown
+    cases: list[tuple[str, type[Error], str]] = [
+        ("ALTER TABLE t ADD PROJECTION by_g (SELECT k, count(*) GROUP BY k)",
+         DuplicateObject, 'projection "by_g" of table "t" already exists'),
+        ("ALTER TABLE t ADD PROJECTION q (SELECT nope, count(*) GROUP BY nope)",
+         UnknownColumn, 'column "nope" does not exist'),
+        ("ALTER TABLE t ADD PROJECTION q (SELECT g, sum(random()) GROUP BY g)",
+         Error, "calls to rand are not allowed in projection \"q\""),
+        ("ALTER TABLE t ADD PROJECTION q (SELECT _mz_rowid, count(*) GROUP BY _mz_rowid)",
+         InvalidDefinition, "groups by a unique key"),
+        ("ALTER TABLE t ADD PROJECTION q (SELECT g, v, count(*) GROUP BY g)",
+         InvalidDefinition, 'column "t.v" must appear in the GROUP BY clause'),
+        ("ALTER TABLE t ADD PROJECTION q (SELECT g, count(DISTINCT v) GROUP BY g)",
+         Error, "cannot merge across parts"),
+        ("ALTER TABLE t ADD PROJECTION q (SELECT g, v)", InvalidDefinition,
+         "needs GROUP BY (an aggregate projection) or ORDER BY"),
+        ("ALTER TABLE t DROP PROJECTION nope", UnknownObject,
+         'projection "nope" of table "t" does not exist'),
+        ("ALTER TABLE nope ADD PROJECTION q (SELECT 1)", UnknownObject, "nope"),
+    ]
+    for sql, error, message in cases:
+        with pytest.raises(error, match=None) as info:
+            conn.execute(sql)
+        assert message in str(info.value), (sql, str(info.value))
+    conn.execute("CREATE VIEW w AS SELECT 1 AS a")
+    with pytest.raises(WrongObjectType):
+        conn.execute("ALTER TABLE w ADD PROJECTION q (SELECT a, count(*) GROUP BY a)")
+    notices = conn.execute("ALTER TABLE t ADD PROJECTION IF NOT EXISTS by_g "
+                           "(SELECT k, count(*) GROUP BY k)").notices
+    assert notices == ['projection "by_g" of table "t" already exists, skipping']
+    conn.execute("ALTER TABLE t DROP PROJECTION pos")
+    assert "pos" not in conn.execute("SHOW CREATE TABLE t").rows[0][1]
+
+
+def test_a_table_holds_a_bounded_number_of_projections(conn: mzflow.Connection) -> None:
+    conn.execute("ALTER SYSTEM SET max_projections_per_table = 1")
+    conn.execute("CREATE TABLE t (a int, b int, PROJECTION p (SELECT a, count(*) GROUP BY a))")
+    with pytest.raises(InvalidDefinition, match="already has 1 projections"):
+        conn.execute("ALTER TABLE t ADD PROJECTION q (SELECT b, count(*) GROUP BY b)")
+
+
+def _route(conn: mzflow.Connection, sql: str) -> dict[str, Any]:
+    """Each projection of t: the routed query's SQL, or why it was rejected."""
+    snap = conn.store.snapshot()
+    p = reads.plan(snap, parse(sql)[0])
+    table = snap.resolve("t")
+    out: dict[str, Any] = {}
+    for projection in snap.projections_on(table.id):
+        found = shapes.route(p.query, shapes.shape(snap, table, projection))
+        out[projection.name] = found if isinstance(found, str) else found.query.sql()
+    return out
+
+
+def test_routing_decisions(conn: mzflow.Connection) -> None:
+    conn.execute(TABLE)
+    r = _route(conn, "SELECT g, sum(v), count(*) FROM t GROUP BY g")
+    assert "SUM(t._a0)" in r["by_g"] and "COALESCE(SUM(t._a1), 0)" in r["by_g"]
+    assert "the query's WHERE does not imply" in r["pos"]
+    # Grouping on a subset of the keys re-aggregates; WHERE must imply the projection's.
+    r = _route(conn, "SELECT k, avg(v) FROM t WHERE v > 0 GROUP BY k")
+    assert "GROUP BY t._k1" in r["pos"]
+    assert r["by_g"] == 'column "k" is not a key of the projection'
+    # A condition on keys filters whole partial rows.
+    r = _route(conn, "SELECT count(*) FROM t WHERE g = 'a' AND v > 0 AND k < 3")
+    assert "t._k0 = 'a'" in r["pos"] and "t._k1 < 3" in r["pos"]
+    # Not answerable: a non-key column, an aggregate not kept, DISTINCT, no aggregate.
+    assert _route(conn, "SELECT k, count(*) FROM t GROUP BY k")["by_g"].startswith("column")
+    assert "not kept" in _route(conn, "SELECT g, sum(x) FROM t GROUP BY g")["by_g"]
+    assert "merge" in _route(conn, "SELECT g, count(DISTINCT v) FROM t GROUP BY g")["by_g"]
+    assert _route(conn, "SELECT g FROM t")["by_g"] == "the query does not aggregate"
+    # A sorted projection answers what restricts its sort key to constants.
+    r = _route(conn, "SELECT g, v FROM t WHERE k IN (1, 2) AND v > 0")
+    assert "FROM mz_proj_" in r["by_k"]
+    assert "sort key" in _route(conn, "SELECT g, v FROM t WHERE k > 1")["by_k"]
+    assert "not kept" in _route(conn, "SELECT x FROM t WHERE k = 1")["by_k"]
+    conn.execute("CREATE TABLE u (k int)")
+    joined = _route(conn, "SELECT t.g, count(*) FROM t JOIN u ON t.k = u.k GROUP BY t.g")
+    assert joined["by_g"] == "the query reads more than the table"
+
+
+# -- on Spark: answers against routing off and DuckDB ---------------------------------
+
+
+duckdb = pytest.importorskip("duckdb")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+BATTERY = [
+    "SELECT g, sum(v), count(*) FROM t GROUP BY g",
+    "SELECT g, avg(n), min(v), max(n), count(v) FROM t GROUP BY g HAVING count(*) > 1",
+    "SELECT count(*), sum(v), avg(n), avg(x) FROM t",
+    "SELECT k, avg(v), sum(n) FROM t WHERE v > 0 GROUP BY k",
+    "SELECT g, count(*) FROM t WHERE v > 0 AND g <> 'b' GROUP BY g",
+    "SELECT g, sum(v) * 2 AS s2 FROM t WHERE g IS NOT NULL GROUP BY g ORDER BY g LIMIT 2",
+    "SELECT k, g, v FROM t WHERE k = 2",
+    "SELECT count(*), sum(v), max(n) FROM t WHERE k IN (1, 3) AND v IS NOT NULL",
+]
+
+ROW = st.tuples(st.integers(0, 4), st.sampled_from(["a", "b", "c", None]),
+                st.one_of(st.none(), st.integers(-3, 5)),
+                st.one_of(st.none(), st.decimals(-50, 50, places=2, allow_nan=False)),
+                st.one_of(st.none(), st.sampled_from([0.5, 1.25, -2.0, 3.0])))
+STEP = st.one_of(
+    st.tuples(st.just("insert"), st.lists(ROW, min_size=1, max_size=6)),
+    st.tuples(st.just("update"), st.integers(0, 4)),
+    st.tuples(st.just("delete"), st.integers(0, 4)),
+    st.tuples(st.just("materialize"), st.sampled_from(["by_g", "pos", "by_k"])),
+    st.tuples(st.just("clear"), st.sampled_from(["by_g", "pos", "by_k"])),
+    st.tuples(st.just("compact"), st.none()),
+)
+
+
+def _sql_value(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, str):
+        return f"'{v}'"
+    return str(v)
+
+
+def _step_sql(step: tuple[str, Any]) -> str | None:
+    kind, arg = step
+    if kind == "insert":
+        return "INSERT INTO t VALUES " + ", ".join(
+            "(" + ", ".join(_sql_value(v) for v in row) + ")" for row in arg)
+    if kind == "update":
+        return f"UPDATE t SET v = v + 1, n = n * 2 WHERE k = {arg}"
+    if kind == "delete":
+        return f"DELETE FROM t WHERE k = {arg}"
+    return None
+
+
+def _norm(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    def value(v: Any) -> Any:
+        if isinstance(v, Decimal | float | int) and not isinstance(v, bool):
+            return round(float(v), 6)
+        return v
+    return sorted((tuple(value(v) for v in r) for r in rows), key=repr)
+
+
+def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
+    if len(a) != len(b):
+        return False
+    for ra, rb in zip(_norm(a), _norm(b), strict=True):
+        for va, vb in zip(ra, rb, strict=True):
+            if isinstance(va, float) and isinstance(vb, float):
+                if not math.isclose(va, vb, rel_tol=1e-9, abs_tol=1e-9):
+                    return False
+            elif va != vb:
+                return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def spark_home() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="mzflow-proj-") as d:
+        yield Path(d)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@settings(max_examples=int(os.environ.get("MZFLOW_ORACLE_EXAMPLES", "4")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(steps=st.lists(STEP, min_size=2, max_size=4))
+def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
+                                                     steps: list[tuple[str, Any]]) -> None:
+    from mzflow.runtime import projections
+
+    home = Path(tempfile.mkdtemp(dir=spark_home))
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (k int, g text, v int, n decimal(8,2), x double)")
+    with mzflow.connect(str(home)) as conn:
+        conn.execute(TABLE)
+        seed = [(1, "a", 2, Decimal("1.50"), 0.5), (2, "b", None, None, None),
+                (3, "a", -1, Decimal("2.25"), 1.25), (1, None, 4, Decimal("0.10"), 3.0)]
+        steps = [("insert", seed), *steps]
+        times = []
+        for step in steps:
+            sql = _step_sql(step)
+            if sql is not None:
+                conn.execute(sql)
+                db.execute(sql)
+            elif step[0] == "compact":
+                conn.compact("t")
+            else:
+                conn.execute(f"ALTER TABLE t {step[0].upper()} PROJECTION {step[1]}")
+            times.append((conn.store.snapshot().read_ts,
+                          {q: db.execute(q).fetchall() for q in BATTERY}))
+            for q in BATTERY:
+                before = projections.ROUTED[0]
+                conn.execute("SET optimize_use_projections = true")
+                routed = conn.execute(q).rows
+                was_routed = projections.ROUTED[0] > before
+                conn.execute("SET optimize_use_projections = false")
+                plain = conn.execute(q).rows
+                expected = times[-1][1][q]
+                assert _same(routed, plain), (step, q, routed, plain)
+                assert _same(routed, expected), (step, q, routed, expected)
+                # Every battery query is answerable by a projection: it was routed.
+                assert was_routed, (q, "not routed")
+        # AS OF an earlier time reads that time's parts through the projections.
+        conn.execute("SET optimize_use_projections = true")
+        at, answers = times[0]
+        for q in BATTERY[:3]:
+            old = conn.execute(f"{q} AS OF {at}").rows
+            assert _same(old, answers[q]), (q, old, answers[q])
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_routed_read_reads_projection_rows_not_base_rows(tmp_path: Path) -> None:
+    from mzflow.runtime import projections
+
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("CREATE TABLE t (k int, g text, v int)")
+        conn.execute("INSERT INTO t VALUES " + ", ".join(
+            f"({i}, 'g{i % 3}', {i})" for i in range(1, 2001)))
+        conn.execute("ALTER TABLE t ADD PROJECTION p (SELECT g, sum(v), count(*) GROUP BY g)")
+        q = "SELECT g, sum(v), count(*) FROM t GROUP BY g"
+        explain = conn.execute(f"EXPLAIN {q}").rows[0][0]
+        assert "Projection: p (aggregate)" in explain and "1 projected on the fly" in explain
+        conn.execute("ALTER TABLE t MATERIALIZE PROJECTION p")
+        explain = conn.execute(f"EXPLAIN {q}").rows[0][0]
+        assert "1 parts stored, 0 projected on the fly" in explain
+        before = dict(projections.ROWS_READ)
+        rows = conn.execute(q).rows
+        assert sorted(rows) == [("g0", sum(i for i in range(1, 2001) if i % 3 == 0), 666),
+                                ("g1", sum(i for i in range(1, 2001) if i % 3 == 1), 667),
+                                ("g2", sum(i for i in range(1, 2001) if i % 3 == 2), 667)]
+        assert projections.ROWS_READ["projection"] - before["projection"] == 3
+        assert projections.ROWS_READ["base"] == before["base"]
+        conn.execute("SET optimize_use_projections = off")
+        assert "not used (optimize_use_projections is off)" in conn.execute(
+            f"EXPLAIN {q}").rows[0][0]
+
+
+CHILD = r"""
+import os, signal, sys
+import mzflow
+from mzflow.runtime import projections
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+projections._add_parts = die  # killed between the table's commit and the projection's
+with mzflow.connect(sys.argv[1]) as conn:
+    conn.execute("INSERT INTO t VALUES (10, 'a', 5), (11, 'z', 7)")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_writer_killed_between_table_and_projection_commits_leaves_reads_right(
+        tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE TABLE t (k int, g text, v int, "
+                     "PROJECTION p (SELECT g, sum(v), count(*) GROUP BY g))")
+        conn.execute("INSERT INTO t VALUES (1, 'a', 1), (2, 'b', 2)")
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(home)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    q = "SELECT g, sum(v), count(*) FROM t GROUP BY g ORDER BY g"
+    expected = [("a", 6, 2), ("b", 2, 1), ("z", 7, 1)]
+    with mzflow.connect(str(home)) as conn:
+        # The table committed; the projection did not: that part is projected on the fly.
+        explain = conn.execute(f"EXPLAIN {q}").rows[0][0]
+        assert "1 parts stored, 1 projected on the fly" in explain, explain
+        assert conn.execute(q).rows == expected
+        conn.execute("SET optimize_use_projections = false")
+        assert conn.execute(q).rows == expected
+        conn.execute("SET optimize_use_projections = true")
+        conn.execute("ALTER TABLE t MATERIALIZE PROJECTION p")
+        assert "2 parts stored, 0 projected" in conn.execute(f"EXPLAIN {q}").rows[0][0]
+        assert conn.execute(q).rows == expected
+        # MATERIALIZE again finds nothing missing: it is resumable and idempotent.
+        notice = conn.execute("ALTER TABLE t MATERIALIZE PROJECTION p").notices[0]
+        assert "0 parts materialized" in notice
