@@ -126,6 +126,21 @@ def _route(conn: mzflow.Connection, sql: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+def test_explain_names_the_projection_of_each_select(conn: mzflow.Connection) -> None:
+    conn.execute(TABLE)
+    conn.execute(VIEW)
+    conn.execute("INSERT INTO t VALUES (1, 'a', 2, 1.50, 0.5)")
+    lines = conn.execute("EXPLAIN SELECT vg.g, vg.s FROM vg JOIN "
+                         "(SELECT k, v FROM t WHERE k = 1) AS one ON true").rows[0][0]
+    assert "Projection: by_g (aggregate)" in lines, lines
+    assert "Projection: by_k (sorted)" in lines, lines
+    assert conn.execute("SELECT vg.g, vg.s, one.v FROM vg JOIN "
+                        "(SELECT k, v FROM t WHERE k = 1) AS one ON true").rows == [
+        ("a", 2, 2)]
+
+
 def test_routing_decisions(conn: mzflow.Connection) -> None:
     conn.execute(TABLE)
     r = _route(conn, "SELECT g, sum(v), count(*) FROM t GROUP BY g")
@@ -170,7 +185,10 @@ BATTERY = [
     "SELECT g, sum(v) * 2 AS s2 FROM t WHERE g IS NOT NULL GROUP BY g ORDER BY g LIMIT 2",
     "SELECT k, g, v FROM t WHERE k = 2",
     "SELECT count(*), sum(v), max(n) FROM t WHERE k IN (1, 3) AND v IS NOT NULL",
+    # A plain view's SELECT is routed inside the query that reads the view.
+    "SELECT vg.g, vg.s, vg.c FROM vg WHERE vg.c > 1",
 ]
+VIEW = "CREATE VIEW vg AS SELECT g, sum(v) AS s, count(*) AS c FROM t GROUP BY g"
 
 ROW = st.tuples(st.integers(0, 4), st.sampled_from(["a", "b", "c", None]),
                 st.one_of(st.none(), st.integers(-3, 5)),
@@ -246,8 +264,10 @@ def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
     home = Path(tempfile.mkdtemp(dir=spark_home))
     db = duckdb.connect()
     db.execute("CREATE TABLE t (k int, g text, v int, n decimal(8,2), x double)")
+    db.execute(VIEW)
     with mzflow.connect(str(home)) as conn:
         conn.execute(TABLE)
+        conn.execute(VIEW)
         seed = [(1, "a", 2, Decimal("1.50"), 0.5), (2, "b", None, None, None),
                 (3, "a", -1, Decimal("2.25"), 1.25), (1, None, 4, Decimal("0.10"), 3.0)]
         steps = [("insert", seed), *steps]

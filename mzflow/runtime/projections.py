@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import ROWID, Item, Projection, Snapshot
 from mzflow.plan import projections as shapes
 from mzflow.plan.projections import AGGREGATE, Routed, Shape
@@ -382,6 +383,52 @@ def _sorted_relation(choice: Choice, files: list[str], kept: dict[str, list[str]
                     frame=from_arrow(_plain(rows)))
 
 
+@dataclass
+class Routing:
+    """A query with every single-table SELECT in it that a projection can answer (the
+    query itself, an inlined view's, a subquery's) read from that projection."""
+
+    query: exp.Query
+    relations: dict[str, Any]  # relation name → Relation (when built)
+    choices: list[Choice]
+    rejected: list[tuple[str, str]]
+
+
+def route_query(snap: Snapshot, warehouse: Path, query: exp.Query, at: int, *,
+                build: bool = True) -> Routing | None:
+    """``query`` with its answerable SELECTs routed (None: none is). ``build`` False
+    chooses without reading anything (EXPLAIN)."""
+    out = query.copy()
+    routing = Routing(out, {}, [], [])
+    for select in list(out.find_all(exp.Select)):
+        if any(inner is not select for inner in select.find_all(exp.Select)):
+            continue  # only innermost SELECTs read a table directly
+        tables = list(select.find_all(exp.Table))
+        pin = pinned(tables[0].name) if len(tables) == 1 else None
+        if pin is None:
+            continue
+        table = snap.item(pin[0])
+        if not snap.projections_on(table.id):
+            continue
+        choice = choose(snap, warehouse, select, [(tables[0].name, table, pin[1])], at)
+        if choice is None:
+            routing.rejected += candidates(snap, select,
+                                           [(tables[0].name, table, pin[1])])[1]
+            continue
+        name = f"{choice.routed.relation}_{len(routing.choices)}"
+        routed = choice.routed.query.copy()
+        for t in routed.find_all(exp.Table):
+            t.set("this", exp.to_identifier(name))
+        routing.choices.append(choice)
+        if build:
+            routing.relations[name] = relation(snap, warehouse, choice, at)
+        if select is routing.query:
+            routing.query = routed
+        else:
+            select.replace(routed)
+    return routing if routing.choices else None
+
+
 def explain(choice: Choice | None, rejected: list[tuple[str, str]]) -> list[str]:
     lines = []
     if choice is not None:
@@ -401,12 +448,21 @@ def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: boo
     from mzflow.runtime import reads
 
     p = reads.plan(snap, query)
-    if len(p.tables) != 1 or not snap.projections_on(p.tables[0][1].id):
+    if not any(snap.projections_on(item.id) for _, item, _ in p.tables):
         return []
     if not enabled:
         return ["Projections: not used (optimize_use_projections is off)"]
-    choice = choose(snap, warehouse, p.query, p.tables, snap.read_ts)
-    return explain(choice, candidates(snap, p.query, p.tables)[1])
+    routing = route_query(snap, warehouse, p.query, snap.read_ts, build=False)
+    if routing is None:
+        if len(p.tables) == 1:
+            return explain(None, candidates(snap, p.query, p.tables)[1])
+        return explain(None, [(pr.name, "no SELECT in the query reads its table alone")
+                              for _, item, _ in p.tables
+                              for pr in snap.projections_on(item.id)])
+    lines: list[str] = []
+    for choice in routing.choices:
+        lines += explain(choice, [])
+    return lines + explain(None, routing.rejected)
 
 
 # -- statements ---------------------------------------------------------------------

@@ -113,13 +113,16 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
     if p.bound.system_tables:
         raise Error("a query cannot read system tables and user tables together yet")
     check_time(snap, (item for _, item, _ in p.tables), at)
-    choice = proj.choose(snap, warehouse, p.query, p.tables, at) if (
+    routing = proj.route_query(snap, warehouse, p.query, at) if (
         projections and not p.indexes) else None
-    if choice is not None:
-        routed = choice.routed
-        rows = spark.run(routed.query,
-                         {routed.relation: proj.relation(snap, warehouse, choice, at)},
-                         [c.type for c in p.bound.columns])
+    if routing is not None:
+        others = {k: v for k, v in relations(p, warehouse, at, snap).items()
+                  if any(t.name == k for t in routing.query.find_all(exp.Table))}
+        # A projection's rows are few and local: one Spark job per action, not one per
+        # adaptive stage.
+        with spark.few_jobs():
+            rows = spark.run(routing.query, {**others, **routing.relations},
+                             [c.type for c in p.bound.columns])
     else:
         rows = spark.run(p.query, relations(p, warehouse, at, snap),
                          [c.type for c in p.bound.columns])
