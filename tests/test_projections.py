@@ -87,6 +87,8 @@ def test_definitions_are_checked_with_clear_errors(conn: mzflow.Connection) -> N
          InvalidDefinition, 'column "t.v" must appear in the GROUP BY clause'),
         ("ALTER TABLE t ADD PROJECTION q (SELECT g, count(DISTINCT v) GROUP BY g)",
          Error, "cannot merge across parts"),
+        ("ALTER TABLE t ADD PROJECTION q (SELECT g, sum(v) FILTER (WHERE v > 0) GROUP BY g)",
+         InvalidDefinition, "cannot use FILTER clauses"),
         ("ALTER TABLE t ADD PROJECTION q (SELECT g, v)", InvalidDefinition,
          "needs GROUP BY (an aggregate projection) or ORDER BY"),
         ("ALTER TABLE t DROP PROJECTION nope", UnknownObject,
@@ -373,3 +375,114 @@ def test_a_writer_killed_between_table_and_projection_commits_leaves_reads_right
         # MATERIALIZE again finds nothing missing: it is resumable and idempotent.
         notice = conn.execute("ALTER TABLE t MATERIALIZE PROJECTION p").notices[0]
         assert "0 parts materialized" in notice
+
+
+def test_partition_by_is_refused_until_readers_fill_partition_columns(
+        conn: mzflow.Connection) -> None:
+    # Delta keeps partition columns out of the data files, and mzflow's readers read
+    # files directly: a partitioned table would read its partition column as NULL.
+    with pytest.raises(Error, match="PARTITION BY is not supported yet"):
+        conn.execute("CREATE TABLE t (k int, g text) PARTITION BY (g)")
+    conn.execute("CREATE TABLE u (k int, PROJECTION p (SELECT k, count(*) GROUP BY k))")
+    with pytest.raises(Error, match="has no partitions"):
+        conn.execute("ALTER TABLE u MATERIALIZE PROJECTION p IN PARTITION '1'")
+
+
+# -- ClickHouse's projection tests, ported ---------------------------------------------
+# Scenarios and expectations from ClickHouse's tests/queries/0_stateless/
+# 01710_projections.sql (Apache 2.0): an aggregate projection by (minute, domain) with
+# ratios of aggregates; which queries use it (PROJECTION_NOT_USED there is "not used"
+# here), and that the answers are the table's. ClickHouse-only functions are spelled
+# in our dialect (countIf → sum(CASE …), toStartOfMinute → date_trunc), and uniqHLL12
+# (approximate) is left out. The answers are checked against DuckDB.
+
+CH_TABLE = ("CREATE TABLE projection_test (datetime timestamp, domain text, x_id text, "
+            "block_count bigint, retry_count bigint, duration bigint, kbytes bigint, "
+            "buffer_time bigint, first_time bigint, total_bytes bigint, valid_bytes bigint)")
+CH_PROJECTION = (
+    "ALTER TABLE projection_test ADD PROJECTION p (SELECT date_trunc('minute', datetime) "
+    "AS dt_m, domain, sum(CASE WHEN first_time = 0 THEN 1 ELSE 0 END), count(*), "
+    "avg(CAST(kbytes * 8 AS double precision) / duration), sum(block_count), sum(duration), "
+    "avg(CAST(block_count AS double precision) / duration), sum(buffer_time), "
+    "sum(valid_bytes), sum(total_bytes), sum(retry_count), "
+    "sum(CASE WHEN block_count > 0 THEN 1 ELSE 0 END) "
+    "GROUP BY date_trunc('minute', datetime), domain)")
+CH_QUERIES: list[tuple[str, bool]] = [
+    ("SELECT * FROM projection_test", False),
+    ("SELECT date_trunc('minute', datetime) AS dt_m, "
+     "sum(CASE WHEN first_time = 0 THEN 1 ELSE 0 END) FROM projection_test "
+     "JOIN (SELECT 1 AS one) AS x ON true WHERE domain = '1' "
+     "GROUP BY date_trunc('minute', datetime) ORDER BY 1", False),
+    ("SELECT date_trunc('minute', datetime) AS dt_m, "
+     "CAST(sum(CASE WHEN first_time = 0 THEN 1 ELSE 0 END) AS double precision) / count(*), "
+     "avg(CAST(kbytes * 8 AS double precision) / duration) FROM projection_test "
+     "WHERE domain = '1' GROUP BY date_trunc('minute', datetime) ORDER BY 1", True),
+    ("SELECT date_trunc('minute', datetime) AS dt_m, count(*), "
+     "CAST(sum(block_count) AS double precision) / sum(duration), "
+     "avg(CAST(block_count AS double precision) / duration) FROM projection_test "
+     "GROUP BY date_trunc('minute', datetime) ORDER BY 1", True),
+    ("SELECT date_trunc('minute', datetime) AS dt_m, "
+     "CAST(sum(buffer_time) AS double precision) / sum(duration), "
+     "CAST(sum(valid_bytes) AS double precision) / sum(total_bytes) FROM projection_test "
+     "WHERE domain IN ('12', '14') GROUP BY date_trunc('minute', datetime) ORDER BY 1", True),
+    ("SELECT date_trunc('minute', datetime) AS dt_m, domain, "
+     "CAST(sum(retry_count) AS double precision) / sum(duration), "
+     "CAST(sum(CASE WHEN block_count > 0 THEN 1 ELSE 0 END) AS double precision) / count(*) "
+     "FROM projection_test GROUP BY date_trunc('minute', datetime), domain "
+     "HAVING domain = '19' ORDER BY 1, 2", True),
+    # Coarser buckets from the projection's: date_trunc('hour', …) of its minute key.
+    ("SELECT date_trunc('hour', date_trunc('minute', datetime)) AS dt_h, count(*) "
+     "FROM projection_test GROUP BY date_trunc('hour', date_trunc('minute', datetime)) "
+     "ORDER BY 1", True),
+    # Not a key: x_id.
+    ("SELECT x_id, count(*) FROM projection_test GROUP BY x_id ORDER BY 1", False),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_clickhouse_01710_projections(tmp_path: Path) -> None:
+    import datetime as dt
+    import random
+
+    rng = random.Random(1710)
+    start = dt.datetime(2020, 10, 24)
+    rows = []
+    for i in range(1000):
+        rows.append((start + dt.timedelta(seconds=i // 20), str(i % 100),
+                     f"x{rng.randrange(50)}", rng.randrange(-5, 50), rng.randrange(0, 9),
+                     rng.randrange(1, 100), rng.randrange(0, 1000), rng.randrange(0, 60),
+                     rng.choice([0, 0, 1, 7]), rng.randrange(1, 10_000),
+                     rng.choice([None, rng.randrange(0, 5000)])))
+    values = ", ".join("(" + ", ".join(
+        "NULL" if v is None else f"TIMESTAMP '{v}'" if isinstance(v, dt.datetime)
+        else f"'{v}'" if isinstance(v, str) else str(v) for v in r) + ")" for r in rows)
+    db = duckdb.connect()
+    db.execute(CH_TABLE)
+    db.execute(f"INSERT INTO projection_test VALUES {values}")
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute(CH_TABLE)
+        # Two writes, so that the projection spans parts; one of them before it exists.
+        half = values.index("), (", len(values) // 2) + 1
+        conn.execute(f"INSERT INTO projection_test VALUES {values[:half]}")
+        conn.execute(CH_PROJECTION)
+        conn.execute(f"INSERT INTO projection_test VALUES {values[half + 1:]}")
+        for q, used in CH_QUERIES:
+            conn.execute("SET optimize_use_projections = on")
+            explain = conn.execute(f"EXPLAIN {q}").rows[0][0]
+            assert ("Projection: p (aggregate)" in explain) == used, (q, explain)
+            expected = db.execute(q).fetchall()
+            routed = conn.execute(q).rows
+            conn.execute("SET optimize_use_projections = off")
+            plain = conn.execute(q).rows
+            assert _same(routed, expected), (q, routed[:3], expected[:3])
+            assert _same(plain, expected), (q, plain[:3], expected[:3])
+        # ClickHouse's projection_without_key: a projection of a global aggregate.
+        conn.execute("CREATE TABLE projection_without_key (key bigint, "
+                     "PROJECTION x (SELECT max(key)))")
+        conn.execute("INSERT INTO projection_without_key VALUES " + ", ".join(
+            f"({n})" for n in range(1000)))
+        conn.execute("SET optimize_use_projections = on")
+        assert "Projection: x (aggregate)" in conn.execute(
+            "EXPLAIN SELECT max(key) FROM projection_without_key").rows[0][0]
+        assert conn.execute("SELECT max(key) FROM projection_without_key").rows == [(999,)]

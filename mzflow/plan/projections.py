@@ -112,7 +112,7 @@ def shape(snap: Snapshot, table: Item, projection: Projection) -> Shape:
     what = f'projection "{projection.name}"'
     check_deterministic(query, what)
     for kind, name in ((exp.Window, "window functions"), (exp.Subquery, "subqueries"),
-                       (exp.Join, "joins")):
+                       (exp.Join, "joins"), (exp.Filter, "FILTER clauses")):
         if query.find(kind) is not None:
             raise InvalidDefinition(f"{what} cannot use {name}")
     for clause, name in (("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET"),

@@ -81,19 +81,38 @@ def _source(table: Item, s: Shape, files: list[str]) -> Any:
 
 
 def compute(table: Item, s: Shape, files: list[str]) -> pa.Table:
-    """The projection's rows of the parts ``files`` (one Spark job)."""
+    """The projection's rows of the parts ``files`` (one Spark job; none for a sorted
+    projection without WHERE, whose rows are the files' columns, sorted)."""
     from mzflow.render import spark
+
+    if s.kind == shapes.SORTED and not s.where and files:
+        return _sorted_rows(s, files)
 
     view = f"mz_projsrc_{s.projection.id}_{next(_seq)}"
     _source(table, s, files).createOrReplaceTempView(view)
     try:
         sql = spark.to_spark_sql(shapes.partial_query(s, view), {})
-        out = spark.to_arrow(spark.session().sql(sql))
+        # A write's new parts are small: one job, not one per adaptive stage.
+        with spark.few_jobs():
+            out = spark.to_arrow(spark.session().sql(sql))
     finally:
         spark.session().catalog.dropTempView(view)
     if s.kind == shapes.SORTED:
         out = out.sort_by([(c, "ascending") for c in s.order])
     return _plain(out)
+
+
+def _sorted_rows(s: Shape, files: list[str]) -> pa.Table:
+    """A sorted projection's rows of ``files``, read in Arrow: a write's new parts cost
+    no Spark job (a 1 % INSERT into lineitem: 0.08 s, and a Spark job ~0.2 s more)."""
+    columns = list(s.columns)
+    pieces = []
+    for f in files:
+        rows, _ = read_keys([f], s.order[0], None, columns, base=True)
+        pieces.append(rows.add_column(0, PART, pa.array([part_name(f)] * rows.num_rows,
+                                                        pa.string())))
+    rows = pa.concat_tables(pieces, promote_options="permissive")
+    return _plain(rows.sort_by([(c, "ascending") for c in s.order]))
 
 
 def _plain(table: pa.Table) -> pa.Table:

@@ -23,6 +23,10 @@ PART = "_mz_part"
 STATS_KEY = "mzflow.projection"  # commit metadata: what a write cost (mz_projection_history)
 
 
+_OPEN: dict[str, Any] = {}
+_PARTS: dict[tuple[str, int], dict[str, list[str]]] = {}
+
+
 def part_name(uri: str) -> str:
     """A data file's part name: its file name (a table's file names are unique)."""
     return uri.rstrip("/").rsplit("/", 1)[-1]
@@ -40,29 +44,46 @@ class ProjectionShard:
 
         if self.exists():
             return
+        _OPEN.pop(str(self.path), None)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         config = {k: v for k, v in TABLE_CONFIG.items() if "ChangeDataFeed" not in k}
         DeltaTable.create(str(self.path), schema, mode="ignore", partition_by=[PART],
                           configuration=config)
 
     def _table(self) -> Any:
+        """The shard at its newest version, opened once per process: an open table reads
+        only the commits since it was last read (a routed read looks at it 2-3 times)."""
         from deltalake import DeltaTable
 
-        return DeltaTable(str(self.path))
+        key = str(self.path)
+        dt = _OPEN.get(key)
+        if dt is None:
+            dt = _OPEN[key] = DeltaTable(key)
+        else:
+            dt.update_incremental()
+        return dt
 
     def parts(self) -> dict[str, list[str]]:
         """Part name → the shard's files that hold its rows (at the newest version)."""
         if not self.exists():
+            _OPEN.pop(str(self.path), None)  # dropped (and maybe re-created) since
             return {}
         dt = self._table()
+        key = (str(self.path), int(dt.version()))
+        hit = _PARTS.get(key)
+        if hit is not None:
+            return {p: list(f) for p, f in hit.items()}
         actions = pa.table(dt.get_add_actions(flatten=True))
         out: dict[str, list[str]] = {}
-        if actions.num_rows == 0:
-            return out
-        for path, part in zip(actions.column("path").to_pylist(),
-                              actions.column(f"partition.{PART}").to_pylist(), strict=True):
-            out.setdefault(part, []).append(str(self.path / _unquote(path)))
-        return out
+        if actions.num_rows:
+            for path, part in zip(actions.column("path").to_pylist(),
+                                  actions.column(f"partition.{PART}").to_pylist(),
+                                  strict=True):
+                out.setdefault(part, []).append(str(self.path / _unquote(path)))
+        if len(_PARTS) > 256:
+            _PARTS.clear()
+        _PARTS[key] = out
+        return {p: list(f) for p, f in out.items()}
 
     def add(self, rows: pa.Table, txn: tuple[str, int], stats: dict[str, Any],
             sort_key: str | None = None, group_rows: int = 8192) -> bool:

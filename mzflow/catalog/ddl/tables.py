@@ -83,6 +83,14 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
         seen.add(col.name.lower())
     partition_by = tuple(_partition_column(p.name, columns, name)
                          for p in stmt.args.get("partition_by") or [])
+    if partition_by:
+        # Delta keeps partition columns out of the data files, and every reader here
+        # (Spark over a version's files, Arrow for arrangements and projections) reads
+        # files directly: the column would read as NULL. Storage and catalog carry
+        # partitions already; the readers do not fill them in yet.
+        raise Unsupported("PARTITION BY is not supported yet",
+                          hint="partitioned tables need readers that fill partition "
+                               "columns from file paths")
     has_projections = any(isinstance(c, ast.Projection) for c in schema.expressions)
     if has_projections and check_projection is None:
         raise Unsupported("projections are not supported here")
