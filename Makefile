@@ -44,6 +44,8 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow subscribe "SUBSCRIBE customer_totals AS OF $$(cat $(DEMO_HOME)/after-first-batch) UP TO $$(($$(date +%s%3N) - 1))"
 	@echo "== a projection answers per-customer sums, kept right through the UPDATE and DELETE"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/projection.sql
+	@echo "== an expectation quarantines a bad row; the fixed row is replayed"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/quality.sql
 	@echo "== the daily sink: its first interval ends at midnight in Europe/Berlin"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sink run daily_totals
 	@echo "== what the catalog now holds"

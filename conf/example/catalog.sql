@@ -18,6 +18,12 @@ CREATE TABLE orders (
 ALTER TABLE orders ADD PROJECTION per_customer
     (SELECT customer_id, count(*), sum(amount) GROUP BY customer_id);
 
+-- An expectation, checked by Great Expectations on every write: a row that fails it
+-- is kept aside in orders_quarantine, queryable, to be fixed and replayed
+-- (conf/example/quality.sql).
+ALTER TABLE orders ADD CONSTRAINT positive_amount EXPECT (amount > 0)
+    ON VIOLATION QUARANTINE;
+
 -- A plain view is only a name for a query.
 CREATE VIEW big_orders AS SELECT id, customer_id, amount FROM orders WHERE amount > 100;
 

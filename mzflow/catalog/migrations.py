@@ -111,6 +111,34 @@ partition_columns = sa.Table(
     sa.Column("column_name", sa.String(255), nullable=False),
 )
 
+expectations = sa.Table(
+    "expectations", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("item_id", sa.String(32), sa.ForeignKey("items.id"), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("kind", sa.String(8), nullable=False),  # sql | ge
+    sa.Column("definition", sa.Text, nullable=False),  # the SQL check, or the GE type
+    sa.Column("args", sa.Text, nullable=False),  # the GE type's arguments, JSON
+    sa.Column("action", sa.String(16), nullable=False),
+    sa.Column("created_ts", sa.BigInteger),
+    sa.UniqueConstraint("item_id", "name"),
+)
+# One row per expectation per validated batch. Written in the write's own transaction
+# (a rejected write records its results in a transaction of their own).
+expectation_results = sa.Table(
+    "expectation_results", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ts", sa.BigInteger, nullable=False),
+    sa.Column("object_id", sa.String(32), nullable=False),
+    sa.Column("expectation", sa.String(255), nullable=False),
+    sa.Column("statement", sa.String(64), nullable=False),
+    sa.Column("rows_evaluated", sa.BigInteger, nullable=False),
+    sa.Column("unexpected", sa.BigInteger, nullable=False),
+    sa.Column("action", sa.String(16), nullable=False),
+    sa.Column("outcome", sa.String(16), nullable=False),
+    sa.Column("sample", sa.Text, nullable=False),
+)
+
 
 def _v1_initial(conn: Connection) -> None:
     # The v1 shape of `items`, frozen here: the module-level table has grown since.
@@ -151,11 +179,19 @@ def _v4_projections(conn: Connection) -> None:
     conn.execute(meta.insert(), [{"key": "next_projection_id", "value": "1"}])
 
 
+def _v5_expectations(conn: Connection) -> None:
+    """Data-quality expectations and their results."""
+    expectations.create(conn)
+    expectation_results.create(conn)
+    conn.execute(meta.insert(), [{"key": "next_expectation_id", "value": "1"}])
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "initial catalog", _v1_initial),
     (2, "timestamps and frontiers", _v2_time),
     (3, "comments", lambda conn: comments.create(conn)),
     (4, "projections and partitions", _v4_projections),
+    (5, "expectations", _v5_expectations),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -123,6 +123,23 @@ class Item:
 
 
 @dataclass(frozen=True)
+class Expectation:
+    """A data-quality expectation on a table: a SQL check (``kind`` sql, ``definition``
+    its boolean expression) or a Great Expectations expectation attached by name (``kind``
+    ge, ``definition`` its type, ``args`` its arguments as JSON). ``action`` says what a
+    failing row does: WARN, DROP ROW, QUARANTINE or FAIL."""
+
+    id: str  # "e<n>"
+    item_id: str
+    name: str
+    kind: str
+    definition: str
+    args: str
+    action: str
+    created_ts: int | None = None
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The whole catalog at one ``version`` (bumped by every DDL transaction)."""
 
@@ -135,9 +152,13 @@ class Snapshot:
     read_ts: int = 0  # every write at or before this time is committed
     comments: tuple[tuple[str, int, str], ...] = ()  # (item id, column position or 0, text)
     projections: tuple[Projection, ...] = ()
+    expectations: tuple[Expectation, ...] = ()
 
     def projections_on(self, table_id: str) -> list[Projection]:
         return [p for p in self.projections if p.table_id == table_id]
+
+    def expectations_on(self, item_id: str) -> list[Expectation]:
+        return [e for e in self.expectations if e.item_id == item_id]
 
     def comment(self, item_id: str, sub: int) -> str | None:
         return next((c for i, s, c in self.comments if i == item_id and s == sub), None)

@@ -105,7 +105,8 @@ def column_type(col: Column) -> exp.DataType:
 
 def create_table_sql(name: str, columns: tuple[Column, ...],
                      partition_by: tuple[str, ...] = (),
-                     projections: tuple[tuple[str, str], ...] = ()) -> str:
+                     projections: tuple[tuple[str, str], ...] = (),
+                     expectations: tuple[tuple[str, str], ...] = ()) -> str:
     """``projections``: (name, SELECT) pairs, shown by SHOW CREATE TABLE (the stored
     statement has none: they are added and dropped without a new table version)."""
     defs = []
@@ -125,6 +126,9 @@ def create_table_sql(name: str, columns: tuple[Column, ...],
     for pname, query in projections:
         parsed = parse(query)[0]
         items.append(Projection(this=exp.to_identifier(pname), query=parsed))
+    for _, clause in expectations:  # CONSTRAINT … EXPECT …, as recorded
+        constraint = parse(f"CREATE TABLE x (a int, {clause})")[0].this.expressions[-1]
+        items.append(constraint)
     parts = [exp.to_identifier(c, quoted=True) for c in partition_by] or None
     return sql(CreateTable(this=exp.Schema(this=qualified(name), expressions=items),
                            partition_by=parts))

@@ -10,7 +10,7 @@ tiny query per statement.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,7 +18,15 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from mzflow.catalog import migrations
-from mzflow.catalog.model import Cluster, Column, IndexKey, Item, Projection, Snapshot
+from mzflow.catalog.model import (
+    Cluster,
+    Column,
+    Expectation,
+    IndexKey,
+    Item,
+    Projection,
+    Snapshot,
+)
 from mzflow.errors import CatalogError
 
 
@@ -31,6 +39,9 @@ class Store:
         except sa.exc.SQLAlchemyError as e:
             raise CatalogError(f"cannot open catalog at {url}: {e}") from None
         self._snapshot: Snapshot | None = None
+        # Run first under every write lock: recovery that must happen before any writer
+        # can advance read_ts (a quarantine left half-written by a killed writer).
+        self.on_lock: list[Callable[[], None]] = []
 
     def close(self) -> None:
         self.engine.dispose()
@@ -52,10 +63,20 @@ class Store:
                 self._snapshot = dataclasses.replace(self._snapshot, read_ts=read_ts)
         return self._snapshot
 
+    def expectation_results(self) -> list[tuple[object, ...]]:
+        t = migrations.expectation_results
+        with self.engine.connect() as conn:
+            return [tuple(r) for r in conn.execute(
+                sa.select(t.c.ts, t.c.object_id, t.c.expectation, t.c.statement,
+                          t.c.rows_evaluated, t.c.unexpected, t.c.action, t.c.outcome,
+                          t.c.sample).order_by(t.c.id))]
+
     def advance_read_ts(self, ts: int) -> int:
         """Declare every time up to ``ts`` complete. Taking the write lock first means no
         write with an earlier timestamp can still be in flight."""
         with migrations.begin_write(self.engine) as conn:
+            for hook in self.on_lock:
+                hook()
             current = _meta_int(conn, "read_ts")
             if ts > current:
                 _set_meta(conn, "read_ts", ts)
@@ -68,6 +89,8 @@ class Store:
     def write(self) -> Iterator[Writer]:
         """One DDL transaction. Writers serialize (SQLite: BEGIN IMMEDIATE)."""
         with migrations.begin_write(self.engine) as conn:
+            for hook in self.on_lock:
+                hook()
             version = _catalog_version(conn)
             cached = self._snapshot
             # Under the lock the counter cannot move: an unchanged catalog needs no reload.
@@ -187,6 +210,22 @@ class Writer:
         t = migrations.projections
         self.conn.execute(t.delete().where(t.c.id == projection_id))
 
+    def insert_expectation(self, e: Expectation) -> None:
+        self.dirty = True
+        self.conn.execute(migrations.expectations.insert().values(
+            id=e.id, item_id=e.item_id, name=e.name, kind=e.kind, definition=e.definition,
+            args=e.args, action=e.action, created_ts=e.created_ts))
+
+    def delete_expectation(self, expectation_id: str) -> None:
+        self.dirty = True
+        t = migrations.expectations
+        self.conn.execute(t.delete().where(t.c.id == expectation_id))
+
+    def record_results(self, rows: list[dict[str, object]]) -> None:
+        """Expectation results (no catalog change: the snapshot does not hold them)."""
+        if rows:
+            self.conn.execute(migrations.expectation_results.insert(), rows)
+
     def _write_columns(self, item: Item) -> None:
         for pos, col in enumerate(item.columns, start=1):
             self.conn.execute(migrations.columns.insert().values(
@@ -198,6 +237,7 @@ class Writer:
         m = migrations
         for table, col in (
             (m.projections, m.projections.c.table_id),
+            (m.expectations, m.expectations.c.item_id),
             (m.partition_columns, m.partition_columns.c.item_id),
             (m.comments, m.comments.c.item_id),
             (m.dependencies, m.dependencies.c.item_id),
@@ -329,4 +369,11 @@ def _load(conn: Connection, version: int) -> Snapshot:
                                    created_ts=r.created_ts)
                         for r in conn.execute(sa.select(m.projections).order_by(
                             m.projections.c.table_id, m.projections.c.created_ts,
-                            m.projections.c.id))))
+                            m.projections.c.id))),
+                    expectations=tuple(
+                        Expectation(id=r.id, item_id=r.item_id, name=r.name, kind=r.kind,
+                                    definition=r.definition, args=r.args, action=r.action,
+                                    created_ts=r.created_ts)
+                        for r in conn.execute(sa.select(m.expectations).order_by(
+                            m.expectations.c.item_id, m.expectations.c.created_ts,
+                            m.expectations.c.id))))

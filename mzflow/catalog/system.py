@@ -149,6 +149,11 @@ def _projection_rows(snap: Snapshot) -> list[Row]:
              None, None) for p in snap.projections]
 
 
+def _expectation_rows(snap: Snapshot) -> list[Row]:
+    return [(e.id, e.item_id, e.name, e.kind, e.definition, e.args, e.action)
+            for e in snap.expectations]
+
+
 TABLES: dict[str, SystemTable] = {
     t.name: t
     for t in (
@@ -195,6 +200,14 @@ TABLES: dict[str, SystemTable] = {
                           "bytes bigint, seconds double precision, "
                           "table_version bigint null, occurred_at_ms bigint null"), (),
                     lambda snap: []),
+        SystemTable("mz_expectations",
+                    _cols("id text, object_id text, name text, kind text, definition text, "
+                          "arguments text, action text"), (), _expectation_rows),
+        # Rows kept by the catalog store outside the snapshot: runtime/reads.py fills them.
+        SystemTable("mz_expectation_results",
+                    _cols("occurred_at_ms bigint, object_id text, expectation text, "
+                          "statement text, rows_evaluated bigint, unexpected bigint, "
+                          "action text, outcome text, sample text"), (), lambda snap: []),
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
                     (), _comment_rows),

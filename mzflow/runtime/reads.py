@@ -10,7 +10,7 @@ chosen time. The time is the catalog's ``read_ts`` unless the query says
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,8 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
     return out
 
 
-def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None
+def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
+              results: Callable[[], list[tuple[Any, ...]]] | None = None
               ) -> list[tuple[Any, ...]]:
     """A catalog query, in process. ``warehouse`` gives the system tables whose rows
     come from storage (mz_arrangements) their rows."""
@@ -97,6 +98,8 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None
             if table.name == "mz_arrangements" and warehouse is not None:
                 from mzflow.runtime import arrangements
                 found = arrangements.rows(snap, warehouse)
+            if table.name == "mz_expectation_results" and results is not None:
+                found = results()  # kept by the catalog store, outside the snapshot
             if table.name.startswith("mz_projection") and warehouse is not None:
                 from mzflow.runtime import projections
                 found = projections.system_rows(table.name, snap, warehouse)

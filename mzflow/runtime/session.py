@@ -28,6 +28,7 @@ from mzflow.runtime import (
     explain,
     maintenance,
     projections,
+    quality,
     reads,
     sinks,
     tables,
@@ -128,6 +129,8 @@ class Connection:
         self.config = cfg
         cfg.home.mkdir(parents=True, exist_ok=True)
         self.store = Store(cfg.catalog_url)
+        warehouse = cfg.warehouse
+        self.store.on_lock.append(lambda: quality.recover(warehouse))
         self._vars: dict[str, str] = {}
         self._key: tables.IdempotencyKey | None = None
         self.writes = tables.TableWrites(
@@ -236,7 +239,7 @@ class Connection:
     def _create_table(self, stmt: ast.CreateTable) -> Result:
         return Result(status="CREATE TABLE",
                       notices=ddl.create_table(self.store, stmt, self._create_shard,
-                                               projections.check))
+                                               projections.check, quality.check))
 
     def _shard(self, item: Item) -> Shard:
         return tables.shard_of(self.config.warehouse, item)
@@ -293,6 +296,12 @@ class Connection:
             self._shard(item).add_column(column.name, parse_type(column.type).arrow, ts)
 
         return Result(status="ALTER TABLE", notices=ddl.add_column(self.store, stmt, add))
+
+    def _alter_expectation(self, stmt: ast.AlterExpectation) -> Result:
+        from mzflow.catalog.ddl import expectations
+
+        return Result(status="ALTER TABLE", notices=expectations.alter(
+            self.store, stmt, quality.check, self._create_shard))
 
     def _alter_projection(self, stmt: ast.AlterProjection) -> Result:
         return Result(status="ALTER TABLE",
@@ -396,7 +405,8 @@ class Connection:
         rows = None
         if not p.needs_spark:
             try:
-                rows = reads.run_local(snap, p, self.config.warehouse)
+                rows = reads.run_local(snap, p, self.config.warehouse,
+                                       self.store.expectation_results)
             except NotEvaluable:
                 if p.bound.system_tables:
                     raise
@@ -496,6 +506,7 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     ast.AlterCluster: Connection._alter_cluster,
     ast.CreateTable: Connection._create_table,
     ast.AlterProjection: Connection._alter_projection,
+    ast.AlterExpectation: Connection._alter_expectation,
     exp.Insert: Connection._insert,
     exp.Update: Connection._update,
     exp.Delete: Connection._delete,

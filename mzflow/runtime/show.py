@@ -58,6 +58,15 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
         columns = ["table", "name", "kind", "definition"]
         rows = [(snap.item(p.table_id).name, p.name, system.projection_kind(p.query), p.query)
                 for p in snap.projections if table_id is None or p.table_id == table_id]
+    elif kind == "CONSTRAINTS":
+        from mzflow.catalog.ddl.expectations import clause
+
+        on = stmt.args.get("on")
+        item_id = snap.resolve(on.name).id if on is not None else None
+        columns = ["table", "name", "kind", "definition", "action"]
+        rows = [(snap.item(e.item_id).name, e.name, e.kind, clause(e).split(" EXPECT ", 1)[1]
+                 .rsplit(" ON VIOLATION ", 1)[0], e.action)
+                for e in snap.expectations if item_id is None or e.item_id == item_id]
     elif kind == "FULL MATERIALIZED VIEWS":
         columns, rows = ["cluster", "name", "type"], []
         for (name,) in _show_list(snap, "MATERIALIZED VIEWS", stmt)[1]:
@@ -163,10 +172,13 @@ def _show_create(snap: Snapshot, kind_sql: str, name: str) -> tuple[list[str], R
             hint=f"Use SHOW CREATE {item.kind_word.upper()} to show a {item.kind_word}.")
     title = kind_sql.title()
     create_sql = item.create_sql
-    if item.kind == TABLE and snap.projections_on(item.id):
+    if item.kind == TABLE and (snap.projections_on(item.id) or snap.expectations_on(item.id)):
+        from mzflow.catalog.ddl.expectations import create_sql_parts
+
         create_sql = normalize.create_table_sql(
             item.name, item.columns, item.partition_by,
-            tuple((p.name, p.query) for p in snap.projections_on(item.id)))
+            tuple((p.name, p.query) for p in snap.projections_on(item.id)),
+            create_sql_parts(snap, item))
     return [title, f"Create {title}"], [(item.qualified_name,
                                          normalize.humanize(create_sql))]
 

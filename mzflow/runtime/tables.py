@@ -23,10 +23,10 @@ from sqlglot import exp
 
 from mzflow import config
 from mzflow.catalog.model import TABLE, Item, Snapshot
-from mzflow.catalog.store import Store, Writer
+from mzflow.catalog.store import Store, Writer, now_ms
 from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
 from mzflow.plan.constants import NotConstant, evaluate_rows
-from mzflow.runtime import projections
+from mzflow.runtime import projections, quality
 from mzflow.storage import paths
 from mzflow.storage import rows as rowconv
 from mzflow.storage.delta import ROWID, Shard
@@ -35,6 +35,9 @@ from mzflow.storage.types import parse_type
 log = logging.getLogger("mzflow.write")
 
 IdempotencyKey = tuple[str, int]
+# The rows a write's expectations let through (see runtime/quality.py).
+Check = Callable[[Writer, Item, pa.Table], pa.Table]
+Produce = Callable[[Writer, Item, Shard, Check], tuple[int, Callable[[int], int]]]
 
 
 @dataclass(frozen=True)
@@ -68,26 +71,48 @@ class TableWrites:
         self.read = read
 
     def _commit(self, name: exp.Table, key: IdempotencyKey | None, status: str,
-                produce: Callable[[Writer, Item, Shard], tuple[int, Callable[[int], int]]]
-                ) -> WriteResult:
-        """Shared frame: lock, resolve, idempotency check, produce rows, commit."""
-        with self.store.write() as w:
-            item = _table(w.snapshot, name)
-            shard = shard_of(self.warehouse, item)
-            if key is not None:
-                done = shard.applied(key[0])
-                if done is not None and done >= key[1]:
-                    notice = (f"write {key[0]}:{key[1]} was already applied to "
-                              f"{item.qualified_name}, skipping")
-                    return WriteResult(f"{status} 0", 0, None, None, (notice,))
-            _adopt_orphan(w, shard)
-            count, apply = produce(w, item, shard)
-            if count == 0 and key is None:
-                return WriteResult(f"{status} 0", 0, None, None)
-            ts = w.allocate_ts()
-            version = apply(ts)
-            w.committed(ts)
-        if w.snapshot.projections_on(item.id):
+                produce: Produce) -> WriteResult:
+        """Shared frame: lock, resolve, idempotency check, produce rows, validate them
+        (expectations), commit."""
+        verb = status.split()[0]
+        statement = verb if key is None else f"{verb} {key[0]}:{key[1]}"
+        box: list[quality.Checked] = []
+
+        def check(w: Writer, item: Item, data: pa.Table) -> pa.Table:
+            checked = quality.validate(w.snapshot, item, data, statement)
+            if checked is None:
+                return data
+            box.append(checked)
+            return checked.kept
+
+        try:
+            with self.store.write() as w:
+                item = _table(w.snapshot, name)
+                shard = shard_of(self.warehouse, item)
+                if key is not None:
+                    done = shard.applied(key[0])
+                    if done is not None and done >= key[1]:
+                        notice = (f"write {key[0]}:{key[1]} was already applied to "
+                                  f"{item.qualified_name}, skipping")
+                        return WriteResult(f"{status} 0", 0, None, None, (notice,))
+                _adopt_orphan(w, shard)
+                count, apply = produce(w, item, shard, check)
+                checked = box[0] if box else None
+                bad = checked.quarantined if checked is not None else None
+                if count == 0 and key is None and bad is None:
+                    return WriteResult(f"{status} 0", 0, None, None,
+                                       tuple(checked.notices) if checked else ())
+                ts = w.allocate_ts()
+                version = self._apply(w, item, ts, count if key is None else 1, apply, bad)
+                if checked is not None:
+                    w.record_results([{**r, "ts": ts} for r in checked.results])
+                w.committed(ts)
+        except quality.ExpectationFailed as failed:
+            # Nothing was written; the results say why, in a transaction of their own.
+            with self.store.write() as again:
+                again.record_results([{**r, "ts": now_ms()} for r in failed.results])
+            raise
+        if version is not None and w.snapshot.projections_on(item.id):
             # Projections follow their table's commit (Delta has no two-table commit),
             # once the write is committed and visible, under the write lock again, so
             # that no other writer of the projection (MATERIALIZE) stores a part twice.
@@ -95,10 +120,29 @@ class TableWrites:
             # fly by its readers.
             with self.store.write() as again:
                 projections.keep_new_parts(again.snapshot, self.warehouse, item, version,
-                                           status.split()[0])
-        log.info("%s %s: %d rows, version %d at %d", status, item.qualified_name, count,
+                                           verb)
+        log.info("%s %s: %d rows, version %s at %d", status, item.qualified_name, count,
                  version, ts)
-        return WriteResult(f"{status} {count}", count, version, ts)
+        return WriteResult(f"{status} {count}", count, version, ts,
+                           tuple(checked.notices) if checked else ())
+
+    def _apply(self, w: Writer, item: Item, ts: int, count: int,
+               apply: Callable[[int], int], bad: pa.Table | None) -> int | None:
+        """Commit the table's rows and any quarantined ones (see runtime/quality.py for
+        why the quarantined rows are staged first). Returns the table's new version."""
+        if bad is None:
+            return apply(ts)
+        quarantine = quality.quarantine_of(w.snapshot, item)
+        qshard = shard_of(self.warehouse, quarantine)
+        first = _fresh_rowids(w, qshard, bad.num_rows)
+        rows = quality.quarantine_rows(bad, quarantine, ts, first)
+        if count == 0:  # nothing for the table: one commit, atomic by itself
+            qshard.append(rows, ts, (f"quarantine-{item.id}", ts))
+            return None
+        staged = quality.stage(self.warehouse, item, quarantine, rows, ts)
+        version = apply(ts)
+        quality.commit(staged)
+        return version
 
     def insert(self, stmt: exp.Insert, key: IdempotencyKey | None = None) -> WriteResult:
         target = stmt.this
@@ -108,10 +152,11 @@ class TableWrites:
             target = target.this
         source = stmt.expression
 
-        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> tuple[int, Callable[[int], int]]:
             targets = targets_of(item)
             order = _column_order(item, names)
-            data = self._rows_for_insert(w.snapshot, source, targets, order)
+            data = check(w, item, self._rows_for_insert(w.snapshot, source, targets, order))
             data = _with_rowids(w, shard, data)
             return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
 
@@ -158,7 +203,8 @@ class TableWrites:
                                targets)
 
     def delete(self, stmt: exp.Delete, key: IdempotencyKey | None = None) -> WriteResult:
-        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> tuple[int, Callable[[int], int]]:
             query = exp.select(exp.column(ROWID)).from_(_ref(item))
             if stmt.args.get("where") is not None:
                 query = query.where(stmt.args["where"].this)
@@ -168,7 +214,8 @@ class TableWrites:
         return self._commit(stmt.this, key, "DELETE", produce)
 
     def update(self, stmt: exp.Update, key: IdempotencyKey | None = None) -> WriteResult:
-        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> tuple[int, Callable[[int], int]]:
             sets: dict[str, exp.Expr] = {}
             known = {c.name for c in item.columns}
             for assignment in stmt.expressions:
@@ -187,6 +234,8 @@ class TableWrites:
             new = rowconv.conform(computed.select(list(range(len(targets)))), targets)
             new = new.append_column(pa.field(ROWID, pa.int64(), nullable=False),
                                     computed.column(len(targets)))
+            # A row that fails DROP ROW or QUARANTINE keeps its old values.
+            new = check(w, item, new)
             return new.num_rows, lambda ts: shard.update_rows(new, ts, key)
 
         return self._commit(stmt.this, key, "UPDATE", produce)
@@ -200,10 +249,11 @@ class TableWrites:
         options = _copy_options(stmt)
         path = Path(files[0].this)
 
-        def produce(w: Writer, item: Item, shard: Shard) -> tuple[int, Callable[[int], int]]:
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> tuple[int, Callable[[int], int]]:
             from mzflow.storage.files import read_file
 
-            data = read_file(path, targets_of(item), **options)
+            data = check(w, item, read_file(path, targets_of(item), **options))
             data = _with_rowids(w, shard, data)
             return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
 
@@ -247,12 +297,17 @@ def _adopt_orphan(w: Writer, shard: Shard) -> None:
         w.snapshot = dataclasses.replace(w.snapshot, read_ts=history[-1][1])
 
 
-def _with_rowids(w: Writer, shard: Shard, data: pa.Table) -> pa.Table:
+def _fresh_rowids(w: Writer, shard: Shard, n: int) -> int:
+    """The first of ``n`` row ids no commit of ``shard`` has used."""
     top = shard.max_rowid()
     unused = w.allocate_rowids(0)
     if top is not None and top >= unused:  # ids an orphaned commit already wrote
         w.allocate_rowids(top + 1 - unused)
-    first = w.allocate_rowids(data.num_rows)
+    return w.allocate_rowids(n)
+
+
+def _with_rowids(w: Writer, shard: Shard, data: pa.Table) -> pa.Table:
+    first = _fresh_rowids(w, shard, data.num_rows)
     ids = pa.array(range(first, first + data.num_rows), type=pa.int64())
     return data.append_column(pa.field(ROWID, pa.int64(), nullable=False), ids)
 

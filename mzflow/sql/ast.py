@@ -121,6 +121,26 @@ class AlterProjection(exp.Expression):
                  "exists": False, "partition": False}
 
 
+class Expectation(exp.Expression):
+    """``CONSTRAINT c EXPECT (<boolean expression>) [ON VIOLATION <action>]`` or
+    ``CONSTRAINT c EXPECT <great expectations type> (arg => value, …) [ON VIOLATION …]``.
+
+    expression: the SQL check; ge_type and ge_args (Option nodes): a Great Expectations
+    expectation attached by name; action: WARN, DROP ROW, QUARANTINE or FAIL (None: the
+    default, WARN)."""
+
+    arg_types = {"this": True, "expression": False, "ge_type": False, "ge_args": False,
+                 "action": False}
+
+
+class AlterExpectation(exp.Expression):
+    """``ALTER TABLE t ADD CONSTRAINT c EXPECT …`` (expectation) or ``ALTER TABLE t DROP
+    CONSTRAINT [IF EXISTS] c`` (name, exists)."""
+
+    arg_types = {"this": True, "action": True, "expectation": False, "name": False,
+                 "exists": False}
+
+
 class VersionAdded(exp.Expression, exp.ColumnConstraintKind):
     """``VERSION ADDED n``: only ever in stored create_sql, never accepted from users."""
 
@@ -164,6 +184,7 @@ class Subscribe(exp.Expression):
 
 MZ_NODES = (
     AlterProjection,
+    AlterExpectation,
     Subscribe,
     RenameObject,
     Explain,

@@ -326,7 +326,54 @@ class MzParser(MaterializeParser):
             self._advance()
             name = self._expect_name("projection name")
             return self.expression(ast.Projection(this=name, query=self._parse_projection_query()))
+        if (self._curr is not None and self._curr.token_type == TokenType.CONSTRAINT
+                and self._index + 2 < len(self._tokens)
+                and self._tokens[self._index + 2].text.upper() == "EXPECT"):
+            self._advance()
+            return self._parse_expectation()
         return super()._parse_constraint()
+
+    # Expectations (data quality): after CONSTRAINT, ``name EXPECT …``.
+    ACTIONS = (("WARN",), ("DROP", "ROW"), ("QUARANTINE",), ("FAIL",))
+
+    def _parse_expectation(self) -> ast.Expectation:
+        name = self._expect_name("constraint name")
+        if not self._match_words("EXPECT"):
+            self.raise_error("Expected EXPECT after the constraint name")
+        expression = ge_type = ge_args = None
+        if self._match(TokenType.L_PAREN):
+            expression = self._parse_disjunction()
+            if expression is None:
+                self.raise_error("Expected a boolean expression after EXPECT (")
+            if not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected ) after the expectation's expression")
+        else:
+            ge_type = self._expect_name("an expectation: ( <boolean expression> ) or a "
+                                        "Great Expectations type")
+            ge_args = []
+            if self._match(TokenType.L_PAREN):
+                while not self._match(TokenType.R_PAREN):
+                    arg = self._expect_name("argument name")
+                    if not self._match(TokenType.FARROW):
+                        self.raise_error("Expected => after the argument name")
+                    value = self._parse_bitwise()
+                    if value is None:
+                        self.raise_error("Expected an argument value")
+                    ge_args.append(ast.Option(this=arg, value=value))
+                    if not self._match(TokenType.COMMA) and not (
+                            self._curr and self._curr.token_type == TokenType.R_PAREN):
+                        self.raise_error("Expected , or ) in the expectation's arguments")
+        action = None
+        if self._match(TokenType.ON):
+            if not self._match_words("VIOLATION"):
+                self.raise_error("Expected VIOLATION after ON")
+            action = self._match_any_words(self.ACTIONS)
+            if action is None:
+                self.raise_error("Expected WARN, DROP ROW, QUARANTINE or FAIL after "
+                                 "ON VIOLATION")
+        return self.expression(ast.Expectation(this=name, expression=expression,
+                                               ge_type=ge_type, ge_args=ge_args,
+                                               action=action))
 
     def _parse_projection_query(self) -> exp.Query:
         """``(SELECT …)`` or, after ADD PROJECTION, the RFC's ``AS SELECT …``."""
@@ -455,6 +502,11 @@ class MzParser(MaterializeParser):
             cluster = self._parse_in_cluster()
             return self.expression(ast.Show(
                 kind="INDEXES", on=on, cluster=cluster, **self._parse_like_or_where()))
+        if self._match_words("CONSTRAINTS"):
+            on = self._expect_object("table name") if self._match_set(
+                (TokenType.FROM, TokenType.ON, TokenType.IN)) else None
+            return self.expression(ast.Show(kind="CONSTRAINTS", on=on,
+                                            **self._parse_like_or_where()))
         if self._match_words("PROJECTIONS"):
             on = self._expect_object("table name") if self._match_set(
                 (TokenType.FROM, TokenType.ON, TokenType.IN)) else None
@@ -563,6 +615,9 @@ class MzParser(MaterializeParser):
             projection = self._parse_alter_projection()
             if projection is not None:
                 return projection
+            expectation = self._parse_alter_expectation()
+            if expectation is not None:
+                return expectation
             alter = self._parse_alter()
             if isinstance(alter, exp.Command):
                 self.raise_error("unsupported ALTER TABLE form")
@@ -596,6 +651,30 @@ class MzParser(MaterializeParser):
         return self.expression(ast.AlterProjection(
             this=table, action=action, name=name, query=query, exists=bool(exists),
             partition=partition))
+
+
+    def _parse_alter_expectation(self) -> ast.AlterExpectation | None:
+        """``ALTER TABLE t ADD CONSTRAINT c EXPECT …`` and ``ALTER TABLE t DROP CONSTRAINT
+        [IF EXISTS] c``, else None (and nothing consumed)."""
+        index = self._index
+        self._advance()  # TABLE
+        table = self._expect_object("table name")
+        if self._match_words("ADD") and self._match(TokenType.CONSTRAINT):
+            if (self._next is None or self._next.text.upper() != "EXPECT"):
+                self._retreat(index)
+                return None
+            return self.expression(ast.AlterExpectation(
+                this=table, action="ADD", expectation=self._parse_expectation()))
+        self._retreat(index)
+        self._advance()
+        self._expect_object("table name")
+        if self._match_words("DROP") and self._match(TokenType.CONSTRAINT):
+            exists = self._parse_exists()
+            name = self._expect_name("constraint name")
+            return self.expression(ast.AlterExpectation(this=table, action="DROP", name=name,
+                                                        exists=bool(exists)))
+        self._retreat(index)
+        return None
 
 
 class MzGenerator(MaterializeGenerator):
@@ -666,6 +745,23 @@ class MzGenerator(MaterializeGenerator):
         return (f"ALTER TABLE {self.sql(e.this)} {action} PROJECTION{exists} "
                 f"{self.sql(e.args['name'])}{tail}")
 
+    def expectation_sql(self, e: ast.Expectation) -> str:
+        if e.args.get("expression") is not None:
+            body = f"({self.sql(e.args['expression'])})"
+        else:
+            args = ", ".join(f"{self.sql(o.this)} => {self.sql(o.args['value'])}"
+                             for o in e.args.get("ge_args") or [])
+            body = f"{self.sql(e.args['ge_type'])} ({args})"
+        action = e.args.get("action")
+        tail = f" ON VIOLATION {action}" if action else ""
+        return f"CONSTRAINT {self.sql(e.this)} EXPECT {body}{tail}"
+
+    def alterexpectation_sql(self, e: ast.AlterExpectation) -> str:
+        if e.args["action"] == "ADD":
+            return f"ALTER TABLE {self.sql(e.this)} ADD {self.sql(e.args['expectation'])}"
+        exists = " IF EXISTS" if e.args.get("exists") else ""
+        return f"ALTER TABLE {self.sql(e.this)} DROP CONSTRAINT{exists} {self.sql(e.args['name'])}"
+
     def versionadded_sql(self, e: ast.VersionAdded) -> str:
         return f"VERSION ADDED {self.sql(e.this)}"
 
@@ -716,7 +812,7 @@ class MzGenerator(MaterializeGenerator):
             return f"SHOW {kind} {self.sql(e.this)}"
         parts = [f"SHOW {kind}"]
         if e.args.get("on"):
-            word = "FROM" if kind in ("COLUMNS", "PROJECTIONS") else "ON"
+            word = "FROM" if kind in ("COLUMNS", "PROJECTIONS", "CONSTRAINTS") else "ON"
             parts.append(f"{word} {self.sql(e.args['on'])}")
         if e.args.get("schema"):
             parts.append(f"FROM {self.sql(e.args['schema'])}")
@@ -745,6 +841,8 @@ class MzGenerator(MaterializeGenerator):
         ast.CreateTable: createtable_sql,
         ast.Projection: projection_sql,
         ast.AlterProjection: alterprojection_sql,
+        ast.Expectation: expectation_sql,
+        ast.AlterExpectation: alterexpectation_sql,
         ast.VersionAdded: versionadded_sql,
         ast.VersionedTable: versionedtable_sql,
         ast.AsOf: asof_sql,

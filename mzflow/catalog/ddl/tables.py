@@ -67,7 +67,8 @@ def _column_def(col: exp.ColumnDef, table: str) -> Column:
 
 
 def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
-                 check_projection: CheckProjection | None = None) -> Notices:
+                 check_projection: CheckProjection | None = None,
+                 check_expectation: CheckProjection | None = None) -> Notices:
     """Record the table (and its projections) and create its shard in one transaction;
     the shard gets the CREATE's timestamp as its version 0."""
     schema = stmt.this
@@ -94,6 +95,17 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
     has_projections = any(isinstance(c, ast.Projection) for c in schema.expressions)
     if has_projections and check_projection is None:
         raise Unsupported("projections are not supported here")
+    has_expectations = any(isinstance(c, ast.Expectation) for c in schema.expressions)
+    if has_expectations and check_expectation is None:
+        raise Unsupported("expectations are not supported here")
+    for node in schema.expressions:
+        if not isinstance(node, exp.ColumnDef | ast.Projection | ast.Expectation):
+            # A table constraint (CHECK, PRIMARY KEY, …): refused, never ignored.
+            kinds = [e for e in node.expressions] if isinstance(node, exp.Constraint) else [node]
+            raise Unsupported(f"{_constraint_name(kinds[0] if kinds else None)} "
+                              "constraints are not supported",
+                              hint="CONSTRAINT <name> EXPECT (<condition>) checks rows as "
+                                   "they are written")
     with store.write() as w:
         if w.snapshot.find(name) is not None:
             if stmt.args.get("exists"):
@@ -109,6 +121,11 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
             from mzflow.catalog.ddl.projections import of_create
 
             of_create(w, stmt, item, ts, check_projection)
+        if has_expectations:
+            assert check_expectation is not None
+            from mzflow.catalog.ddl import expectations
+
+            expectations.of_create(w, stmt, item, ts, check_expectation, create_shard)
         create_shard(item, ts)
         w.committed(ts)
     return []

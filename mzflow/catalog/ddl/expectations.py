@@ -1,0 +1,174 @@
+"""ALTER TABLE … ADD / DROP CONSTRAINT … EXPECT, and the expectations of CREATE TABLE.
+
+Whether an expectation can be checked (its columns, its type, its Great Expectations
+type and arguments) is run time's knowledge: the caller passes ``check``, which raises
+the definition's error. A QUARANTINE expectation creates the table's quarantine table,
+``<table>_quarantine``, in the same transaction: a plain table (queryable, writable, so
+that fixed rows can be replayed and removed) with the table's columns and three more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+
+from sqlglot import exp
+
+from mzflow.catalog import normalize
+from mzflow.catalog.ddl.core import Notices, check_new_name, new_item
+from mzflow.catalog.model import TABLE, Column, Expectation, Item, Snapshot
+from mzflow.catalog.store import Store, Writer
+from mzflow.errors import DuplicateObject, InvalidOption, UnknownObject, WrongObjectType
+from mzflow.sql import ast
+
+Check = Callable[[Snapshot, Item, Expectation], None]
+CreateShard = Callable[[Item, int], None]
+
+WARN, DROP_ROW, QUARANTINE, FAIL = "WARN", "DROP ROW", "QUARANTINE", "FAIL"
+# The quarantine's own columns, after the table's: which expectations a row failed,
+# when, and by which statement (or tick).
+QUARANTINE_COLUMNS = (Column("_mz_expectations", "text", False),
+                      Column("_mz_quarantined_at", "bigint", False),
+                      Column("_mz_statement", "text", False))
+
+
+def quarantine_name(table: str) -> str:
+    return f"{table}_quarantine"
+
+
+def table_of(snap: Snapshot, name: exp.Table) -> Item:
+    item = snap.resolve(name.name)
+    if item.kind != TABLE:
+        raise WrongObjectType(f"{item.qualified_name} is not a table",
+                              hint="expectations belong to tables")
+    return item
+
+
+def _literal(node: exp.Expr, what: str) -> object:
+    """A GE argument's value: a literal, or a list of literals (ARRAY[…] or (…, …))."""
+    if isinstance(node, exp.Array | exp.Tuple):
+        return [_literal(e, what) for e in node.expressions]
+    if isinstance(node, exp.Paren):
+        return _literal(node.this, what)
+    if isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal):
+        value = _literal(node.this, what)
+        assert isinstance(value, int | float)
+        return -value
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = node.this
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    raise InvalidOption(f"argument {what} must be a literal or a list of literals",
+                        detail=f"got {node.sql()}")
+
+
+def definition_of(node: ast.Expectation) -> tuple[str, str, str]:
+    """(kind, definition, args as JSON) of a parsed expectation."""
+    if node.args.get("expression") is not None:
+        return "sql", normalize.sql(node.args["expression"]), "{}"
+    args = {o.this.name: _literal(o.args["value"], o.this.name)
+            for o in node.args.get("ge_args") or []}
+    return "ge", node.args["ge_type"].name, json.dumps(args, sort_keys=True)
+
+
+def insert(w: Writer, snap: Snapshot, table: Item, node: ast.Expectation, ts: int,
+           check: Check, create_shard: CreateShard) -> Expectation:
+    """Check and record one expectation of ``table`` (``snap`` already holds the table)."""
+    name = node.this.name
+    if any(e.name == name for e in snap.expectations_on(table.id)):
+        raise DuplicateObject(f'constraint "{name}" for relation "{table.name}" already '
+                              "exists")
+    kind, definition, args = definition_of(node)
+    expectation = Expectation(id=f"e{w.next_id('expectation')}", item_id=table.id, name=name,
+                              kind=kind, definition=definition, args=args,
+                              action=node.args.get("action") or WARN, created_ts=ts)
+    check(snap, table, expectation)
+    if expectation.action == QUARANTINE:
+        _ensure_quarantine(w, snap, table, ts, create_shard)
+    w.insert_expectation(expectation)
+    return expectation
+
+
+def _ensure_quarantine(w: Writer, snap: Snapshot, table: Item, ts: int,
+                       create_shard: CreateShard) -> None:
+    name = quarantine_name(table.name)
+    existing = snap.find(name)
+    if existing is not None:
+        if existing.kind == TABLE and [c.name for c in existing.columns][-3:] == [
+                c.name for c in QUARANTINE_COLUMNS]:
+            return  # made by an earlier QUARANTINE expectation
+        raise DuplicateObject(f'cannot create quarantine table "{name}": that name is taken',
+                              hint="rename or drop it first")
+    check_new_name(snap, name)
+    # Every column nullable: a row fails an expectation precisely when it is not what
+    # the table promises.
+    columns = tuple(Column(c.name, c.type, True) for c in table.columns) + QUARANTINE_COLUMNS
+    item = new_item(w, name=name, kind=TABLE, columns=columns, created_ts=ts,
+                    retain_history_ms=None, partition_by=(),
+                    create_sql=normalize.create_table_sql(name, columns))
+    w.insert_item(item)
+    create_shard(item, ts)
+
+
+def of_create(w: Writer, stmt: ast.CreateTable, table: Item, ts: int, check: Check,
+              create_shard: CreateShard) -> None:
+    """The CONSTRAINT … EXPECT clauses of a CREATE TABLE, recorded with the table."""
+    snap = dataclasses.replace(w.snapshot, items=w.snapshot.items + (table,))
+    for node in stmt.this.expressions:
+        if isinstance(node, ast.Expectation):
+            e = insert(w, snap, table, node, ts, check, create_shard)
+            snap = dataclasses.replace(snap, expectations=snap.expectations + (e,))
+
+
+def alter(store: Store, stmt: ast.AlterExpectation, check: Check,
+          create_shard: CreateShard) -> Notices:
+    with store.write() as w:
+        table = table_of(w.snapshot, stmt.this)
+        if stmt.args["action"] == "ADD":
+            ts = w.allocate_ts()
+            insert(w, w.snapshot, table, stmt.args["expectation"], ts, check, create_shard)
+            w.committed(ts)
+            return []
+        name = stmt.args["name"].name
+        found = [e for e in w.snapshot.expectations_on(table.id) if e.name == name]
+        if not found:
+            if stmt.args.get("exists"):
+                return [f'constraint "{name}" of relation "{table.name}" does not exist, '
+                        "skipping"]
+            raise UnknownObject(f'constraint "{name}" of relation "{table.name}" does not '
+                                "exist")
+        # The quarantine table stays: it holds rows someone may still want to replay.
+        w.delete_expectation(found[0].id)
+    return []
+
+
+def create_sql_parts(snap: Snapshot, item: Item) -> tuple[tuple[str, str], ...]:
+    """(name, clause) of each expectation, for SHOW CREATE TABLE."""
+    return tuple((e.name, clause(e)) for e in snap.expectations_on(item.id))
+
+
+def clause(e: Expectation) -> str:
+    if e.kind == "sql":
+        body = f"({e.definition})"
+    else:
+        args = json.loads(e.args)
+        body = f"{e.definition} ({', '.join(f'{k} => {_sql_value(v)}' for k, v in args.items())})"
+    return f"CONSTRAINT {e.name} EXPECT {body} ON VIOLATION {e.action}"
+
+
+def _sql_value(v: object) -> str:
+    if isinstance(v, list):
+        return "ARRAY[" + ", ".join(_sql_value(x) for x in v) + "]"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if v is None:
+        return "NULL"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return str(v)

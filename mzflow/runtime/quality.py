@@ -1,0 +1,384 @@
+"""Data-quality expectations: every batch a table write commits is validated by Great
+Expectations before the commit, and each failing row meets its expectation's action.
+
+How a batch is validated. Great Expectations runs on pandas, in process: a batch is
+already Arrow on the driver when a write commits it (literal rows, a file, or the
+result of a Spark read), so a Spark job per write would cost more than the validation.
+- A SQL expectation, ``EXPECT (<condition>)``, is evaluated over the batch's Arrow
+  columns with PostgreSQL's semantics (render/arrow_expr.py), and GE checks the result
+  column with ``expect_column_values_to_not_be_in_set([False])``: as in a SQL CHECK
+  constraint, a condition that is NULL passes.
+- A Great Expectations expectation attached by name (``EXPECT
+  expect_column_values_to_be_unique (column => 'k')``) runs on the batch's columns
+  (numeric columns as float64). It judges the batch: uniqueness is within the rows one
+  statement writes, not against the rows already in the table.
+
+Actions: WARN commits everything; DROP ROW commits the passing rows; QUARANTINE commits
+the passing rows and writes the failing ones to ``<table>_quarantine``; FAIL rejects
+the statement, naming one failing row. A row failing several expectations meets the
+strongest action: FAIL, then QUARANTINE (a bad row must not vanish), then DROP ROW.
+
+The quarantine and its table are two Delta tables and Delta has no two-table commit.
+The failing rows are first staged in a file under ``<warehouse>/_pending``, then the
+table commits, then the quarantine (with the write's time and an idempotency key). The
+first writer to take the catalog's write lock after a crash finishes the quarantine of
+a write whose table commit exists and discards the staged rows of one whose does not,
+before any writer can make that time readable (``recover``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from mzflow.catalog.bind import bind
+from mzflow.catalog.ddl import expectations as ddl
+from mzflow.catalog.determinism import check_deterministic
+from mzflow.catalog.model import ROWID, TABLE, Expectation, Item, Snapshot
+from mzflow.errors import Error, InvalidDefinition, TypeMismatch, UnknownColumn
+from mzflow.render import arrow_expr
+from mzflow.sql.parse import parse
+from mzflow.storage import paths
+from mzflow.storage.delta import Shard
+
+log = logging.getLogger("mzflow.quality")
+
+ROW_ACTIONS = (ddl.DROP_ROW, ddl.QUARANTINE)
+PENDING = "_pending"
+
+
+class ExpectationFailed(Error):
+    code = "23514"  # check_violation
+
+    def __init__(self, message: str, results: list[dict[str, Any]], **kw: Any):
+        super().__init__(message, **kw)
+        self.results = results
+
+
+# -- definitions ----------------------------------------------------------------------
+
+
+def condition(e: Expectation) -> exp.Expr:
+    select = parse(f"SELECT {e.definition}")[0]
+    assert isinstance(select, exp.Select)
+    return select.expressions[0]
+
+
+def check(snap: Snapshot, table: Item, e: Expectation) -> None:
+    """An expectation's definition is valid for ``table`` (raises its error otherwise)."""
+    what = f'expectation "{e.name}"'
+    if e.kind == "sql":
+        cond = condition(e)
+        check_deterministic(cond, what)
+        if cond.find(exp.AggFunc, exp.Subquery, exp.Window) is not None:
+            raise InvalidDefinition(f"{what} must be a condition on one row",
+                                    hint="aggregates, subqueries and windows judge more "
+                                         "than a row")
+        bound = bind(snap, exp.select(exp.alias_(cond.copy(), "ok")).from_(table.name))
+        got = bound.columns[0].type
+        if got != "boolean":
+            raise TypeMismatch(f"argument of EXPECT must be type boolean, not type {got}")
+        arrow_expr.check(cond, {c.name: c.type for c in table.columns})
+        return
+    cls = _ge_class(e.definition)
+    args = json.loads(e.args)
+    known = {c.name for c in table.columns}
+    for key in ("column", "column_A", "column_B"):
+        if key in args and args[key] not in known:
+            raise UnknownColumn(f'column "{args[key]}" named by {what} does not exist in '
+                                f'table "{table.name}"')
+    for col in args.get("column_list") or []:
+        if col not in known:
+            raise UnknownColumn(f'column "{col}" named by {what} does not exist in table '
+                                f'"{table.name}"')
+    _ge_expectation(cls, args, what)
+    from great_expectations.expectations.expectation import ColumnMapExpectation
+
+    if e.action in ROW_ACTIONS and not issubclass(cls, ColumnMapExpectation):
+        raise InvalidDefinition(
+            f"{what} ({e.definition}) judges the batch as a whole, not row by row",
+            hint="it can WARN or FAIL; DROP ROW and QUARANTINE need an expectation that "
+                 "names failing rows")
+
+
+def _ge_class(name: str) -> type:
+    import great_expectations.expectations as gxe
+
+    camel = "".join(part.capitalize() for part in name.split("_"))
+    cls = getattr(gxe, camel, None)
+    if not name.startswith("expect_") or not isinstance(cls, type):
+        raise InvalidDefinition(f'unknown expectation type "{name}"',
+                                hint="a Great Expectations expectation, such as "
+                                     "expect_column_values_to_be_unique, or ( <condition> )")
+    return cls
+
+
+def _ge_expectation(cls: type, args: dict[str, Any], what: str) -> Any:
+    fields = getattr(cls, "__fields__", None) or getattr(cls, "model_fields", {})
+    for key in args:
+        if key not in fields or key in ("meta", "notes", "id", "result_format"):
+            raise InvalidDefinition(f'{what}: {cls.__name__} has no argument "{key}"')
+    try:
+        return cls(**args)
+    except Exception as err:  # pydantic's ValidationError: say which argument is wrong
+        first = str(err).splitlines()
+        detail = "; ".join(line.strip() for line in first[1:3])
+        raise InvalidDefinition(f"{what}: invalid arguments for {cls.__name__}",
+                                detail=detail or str(err)) from None
+
+
+# -- validation -------------------------------------------------------------------------
+
+
+@dataclass
+class Checked:
+    """A validated batch: what to commit, what to quarantine, what to record."""
+
+    kept: pa.Table
+    quarantined: pa.Table | None  # the table's columns + the quarantine's own
+    results: list[dict[str, Any]] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
+
+
+@cache
+def _context() -> Any:
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    asset = ctx.data_sources.add_pandas("mzflow").add_dataframe_asset("batch")
+    return asset.add_batch_definition_whole_dataframe("batch")
+
+
+def _pandas(batch: pa.Table, names: set[str]) -> Any:
+    columns = {}
+    for name in names:
+        col = batch.column(name)
+        if pa.types.is_decimal(col.type):
+            col = pc.cast(col, pa.float64())
+        columns[name] = col
+    return pa.table(columns if columns else {"_": pa.nulls(batch.num_rows)}).to_pandas()
+
+
+def validate(snap: Snapshot, table: Item, batch: pa.Table, statement: str) -> Checked | None:
+    """Validate ``batch`` (the table's columns, maybe its row ids) against the table's
+    expectations. Raises ExpectationFailed for a FAIL expectation that fails."""
+    found = snap.expectations_on(table.id)
+    if not found or batch.num_rows == 0:
+        return None
+    import great_expectations as gx
+
+    started = time.perf_counter()
+    definition = _context()  # first: a suite needs the active context
+    suite = gx.ExpectationSuite(name=f"mzflow-{table.id}")
+    frame_columns: dict[str, pa.ChunkedArray | pa.Array] = {}
+    needed: set[str] = set()
+    for i, e in enumerate(found):
+        if e.kind == "sql":
+            column = f"_mz_e{i}"
+            frame_columns[column] = arrow_expr.evaluate(condition(e), batch)
+            expectation = _ge_expectation(_ge_class("expect_column_values_to_not_be_in_set"),
+                                          {"column": column, "value_set": [False]}, e.name)
+        else:
+            args = json.loads(e.args)
+            expectation = _ge_expectation(_ge_class(e.definition), args, e.name)
+            needed |= {args[k] for k in ("column", "column_A", "column_B") if k in args}
+            needed |= set(args.get("column_list") or [])
+        expectation.meta = {"mzflow": i}
+        suite.add_expectation(expectation)
+    frame = _pandas(batch, needed)
+    for name, values in frame_columns.items():
+        frame[name] = pa.chunked_array([values] if isinstance(values, pa.Array) else
+                                       values.chunks, type=pa.bool_()).to_pandas()
+    outcome = definition.get_batch(batch_parameters={"dataframe": frame}).validate(
+        suite, result_format="COMPLETE")
+    failing: dict[int, pa.Array] = {}  # expectation → mask of its failing rows
+    results: list[dict[str, Any]] = []
+    for r in outcome.results:
+        i = int(r.expectation_config.meta["mzflow"])
+        e = found[i]
+        if r.exception_info and r.exception_info.get("raised_exception"):
+            raise Error(f'expectation "{e.name}" could not be evaluated by Great '
+                        f"Expectations: {r.exception_info.get('exception_message')}")
+        unexpected = int(r.result.get("unexpected_count") or 0) if r.result else 0
+        if not r.success and unexpected == 0:
+            unexpected = batch.num_rows  # a batch-level expectation: the whole batch
+        rows = r.result.get("unexpected_index_list") or [] if r.result else []
+        if rows:
+            mask = pc.is_in(pa.array(range(batch.num_rows)), pa.array(rows, pa.int64()))
+            failing[i] = mask
+        results.append({"object_id": table.id, "expectation": e.name, "statement": statement,
+                        "rows_evaluated": batch.num_rows, "unexpected": unexpected,
+                        "action": e.action, "outcome": "passed" if r.success else e.action,
+                        "sample": _sample(batch, failing.get(i), r)})
+    checked = _apply(table, found, batch, failing, results, statement)
+    log.info("validated %d rows of %s against %d expectations in %.3f s", batch.num_rows,
+             table.qualified_name, len(found), time.perf_counter() - started)
+    return checked
+
+
+def _sample(batch: pa.Table, mask: pa.Array | None, r: Any) -> str:
+    """Up to three failing rows (their values by column), else GE's own sample."""
+    if mask is not None:
+        rows = batch.filter(mask).slice(0, 3).drop_columns(
+            [c for c in batch.column_names if c == ROWID]).to_pylist()
+        return json.dumps(rows, default=str)
+    partial = (r.result or {}).get("partial_unexpected_list") or []
+    return json.dumps(partial[:3], default=str) if partial or not r.success else ""
+
+
+def _apply(table: Item, found: list[Expectation], batch: pa.Table,
+           failing: dict[int, pa.Array], results: list[dict[str, Any]],
+           statement: str) -> Checked:
+    notices = [f'expectation "{r["expectation"]}" on "{table.name}": {r["unexpected"]} of '
+               f'{r["rows_evaluated"]} rows failed ({r["action"]})'
+               for r in results if r["unexpected"]]
+    for i, e in enumerate(found):
+        failed = next(r for r in results if r["expectation"] == e.name)
+        if e.action == ddl.FAIL and failed["unexpected"]:
+            raise _failure(table, e, batch, failing.get(i), failed, results)
+
+    def union(action: str) -> pa.Array | None:
+        masks = [m for i, m in failing.items() if found[i].action == action]
+        if not masks:
+            return None
+        out = masks[0]
+        for m in masks[1:]:
+            out = pc.or_(out, m)
+        return out
+
+    quarantine, drop = union(ddl.QUARANTINE), union(ddl.DROP_ROW)
+    removed = quarantine if drop is None else drop if quarantine is None else pc.or_(
+        quarantine, drop)
+    kept = batch if removed is None else batch.filter(pc.invert(removed))
+    quarantined = None
+    if quarantine is not None:
+        bad = batch.filter(quarantine)
+        names = [", ".join(found[i].name for i, m in sorted(failing.items())
+                           if m[row].as_py()) for row in _indices(quarantine)]
+        bad = bad.drop_columns([c for c in bad.column_names if c == ROWID])
+        quarantined = (bad.append_column("_mz_expectations", pa.array(names, pa.string()))
+                       .append_column("_mz_quarantined_at",
+                                      pa.nulls(bad.num_rows, pa.int64()))
+                       .append_column("_mz_statement",
+                                      pa.array([statement] * bad.num_rows, pa.string())))
+    return Checked(kept=kept, quarantined=quarantined, results=results, notices=notices)
+
+
+def _indices(mask: pa.Array) -> list[int]:
+    return list(pc.indices_nonzero(mask).to_pylist())
+
+
+def _failure(table: Item, e: Expectation, batch: pa.Table, mask: pa.Array | None,
+             failed: dict[str, Any], results: list[dict[str, Any]]) -> ExpectationFailed:
+    detail = f"{failed['unexpected']} of {failed['rows_evaluated']} rows fail it."
+    if mask is not None:
+        row = batch.filter(mask).slice(0, 1).to_pylist()[0]
+        values = ", ".join(f"{k}={v!r}" for k, v in row.items() if k != ROWID)
+        detail = f"Failing row contains ({values}). " + detail
+    elif failed["sample"]:
+        detail = f"Unexpected values: {failed['sample']}. " + detail
+    return ExpectationFailed(
+        f'new row for relation "{table.name}" violates expectation "{e.name}"', results,
+        detail=detail, hint="nothing was written; fix the rows or change the action with "
+                            "ALTER TABLE … DROP CONSTRAINT and ADD CONSTRAINT")
+
+
+# -- the quarantine, exactly once -----------------------------------------------------------
+
+
+def quarantine_of(snap: Snapshot, table: Item) -> Item:
+    item = snap.find(ddl.quarantine_name(table.name))
+    if item is None or item.kind != TABLE:
+        raise Error(f'quarantine table "{ddl.quarantine_name(table.name)}" is missing',
+                    hint="re-add a QUARANTINE expectation to create it")
+    return item
+
+
+def quarantine_rows(rows: pa.Table, quarantine: Item, ts: int, first_rowid: int) -> pa.Table:
+    """The staged rows as the quarantine stores them: its columns (a column the table
+    gained after the quarantine was made is left out), the time, row ids."""
+    rows = rows.set_column(rows.column_names.index("_mz_quarantined_at"),
+                           "_mz_quarantined_at", pa.array([ts] * rows.num_rows, pa.int64()))
+    from mzflow.runtime.tables import targets_of
+    from mzflow.storage import rows as rowconv
+
+    names = [c.name for c in quarantine.columns]
+    picked = pa.table({n: rows.column(n) if n in rows.column_names else
+                       pa.nulls(rows.num_rows) for n in names})
+    out = rowconv.conform(picked, targets_of(quarantine))
+    ids = pa.array(range(first_rowid, first_rowid + rows.num_rows), pa.int64())
+    return out.append_column(pa.field(ROWID, pa.int64(), nullable=False), ids)
+
+
+def _pending_dir(warehouse: Path) -> Path:
+    return warehouse / PENDING
+
+
+def stage(warehouse: Path, table: Item, quarantine: Item, rows: pa.Table, ts: int) -> Path:
+    """Make the quarantined rows durable before the table's commit."""
+    folder = _pending_dir(warehouse)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"quarantine-{ts}-{table.id}.arrow"
+    meta = {"table": str(paths.table(warehouse, table.id)),
+            "quarantine": str(paths.table(warehouse, quarantine.id)),
+            "app": _app(table), "ts": str(ts)}
+    tmp = path.with_suffix(".tmp")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
+            sink, rows.schema.with_metadata(meta)) as writer:
+        writer.write_table(rows)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def _app(table: Item) -> str:
+    return f"quarantine-{table.id}"
+
+
+def commit(path: Path) -> None:
+    """Append the staged rows to the quarantine, once (idempotency key: the write's
+    time), then drop the staged file."""
+    with pa.memory_map(str(path)) as source:
+        rows = pa.ipc.open_file(source).read_all()
+    meta = {k.decode(): v.decode() for k, v in (rows.schema.metadata or {}).items()}
+    ts = int(meta["ts"])
+    shard = Shard(Path(meta["quarantine"]))
+    done = shard.applied(meta["app"])
+    if done is None or done < ts:
+        shard.append(rows.replace_schema_metadata(None), ts, (meta["app"], ts))
+    path.unlink()
+
+
+def recover(warehouse: Path) -> None:
+    """Under the write lock: finish or discard what a killed writer staged."""
+    folder = _pending_dir(warehouse)
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.glob("quarantine-*.arrow")):
+        with pa.memory_map(str(path)) as source:
+            meta = {k.decode(): v.decode() for k, v in
+                    (pa.ipc.open_file(source).schema.metadata or {}).items()}
+        ts = int(meta["ts"])
+        table = Shard(Path(meta["table"]))
+        if table.path.exists() and any(t == ts for _, t in table.history()):
+            log.warning("finishing the quarantine of a write at %d that was interrupted", ts)
+            commit(path)
+        else:
+            log.warning("discarding the quarantine staged by a write at %d that never "
+                        "committed", ts)
+            path.unlink()
+    for tmp in folder.glob("*.tmp"):
+        tmp.unlink()

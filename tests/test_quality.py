@@ -1,0 +1,317 @@
+"""Data-quality expectations (issue 17), validated by real Great Expectations: grammar,
+definitions and their errors, the four actions on INSERT, COPY and UPDATE (the rows each
+commits checked against DuckDB evaluating the same condition), results, the quarantine
+and its replay, and writers killed between the table's commit and the quarantine's.
+
+Tables are read back straight from their Delta shards with delta-rs (no Spark) except
+where a statement itself needs Spark (the replay's INSERT … SELECT)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import mzflow
+from mzflow.errors import DuplicateObject, Error, InvalidDefinition, TypeMismatch, UnknownColumn
+from mzflow.sql.parse import parse
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[mzflow.Connection]:
+    with mzflow.connect(str(tmp_path / "home")) as c:
+        yield c
+
+
+def rows_of(conn: mzflow.Connection, table: str) -> list[dict[str, Any]]:
+    """A table's current rows, read with delta-rs (the shard mzflow wrote), no row ids."""
+    from deltalake import DeltaTable
+
+    from mzflow.storage import paths
+
+    item = conn.store.snapshot().resolve(table)
+    data = DeltaTable(str(paths.table(conn.config.warehouse, item.id))).to_pyarrow_table()
+    data = data.drop_columns([c for c in data.column_names if c == "_mz_rowid"])
+    return sorted(data.to_pylist(), key=lambda r: json.dumps(r, default=str, sort_keys=True))
+
+
+@pytest.mark.parametrize("sql", [
+    "CREATE TABLE t (k INT, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION DROP ROW)",
+    "ALTER TABLE t ADD CONSTRAINT u EXPECT expect_column_values_to_be_unique (column => 'k') "
+    "ON VIOLATION FAIL",
+    "ALTER TABLE t ADD CONSTRAINT b EXPECT expect_column_values_to_be_in_set "
+    "(column => 'k', value_set => ARRAY[1, 2]) ON VIOLATION QUARANTINE",
+    "ALTER TABLE t ADD CONSTRAINT w EXPECT (NOT k IS NULL)",
+    "ALTER TABLE t DROP CONSTRAINT IF EXISTS w",
+])
+def test_expectation_statements_round_trip(sql: str) -> None:
+    from mzflow.sql.dialect import Mz
+
+    assert parse(sql)[0].sql(dialect=Mz) == sql
+
+
+def test_a_malformed_expectation_names_line_and_column() -> None:
+    with pytest.raises(Error, match="line 2, column 44") as err:
+        parse("CREATE TABLE t (k int,\n  CONSTRAINT c EXPECT (k > 0) ON VIOLATION IGNORE)")
+    assert "Expected WARN, DROP ROW, QUARANTINE or FAIL" in str(err.value)
+
+
+def test_definitions_are_checked_with_clear_errors(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, s text, n numeric(8,2))")
+    bad = [
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT (nope > 0)", UnknownColumn, "nope"),
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT (k + 1)", TypeMismatch,
+         "argument of EXPECT must be type boolean, not type integer"),
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT (k > random())", Error,
+         "calls to rand are not allowed in expectation"),
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT (k > (SELECT 1))", InvalidDefinition,
+         "condition on one row"),
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT expect_it_to_be_nice (column => 'k')",
+         InvalidDefinition, 'unknown expectation type "expect_it_to_be_nice"'),
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT expect_column_values_to_be_unique "
+         "(column => 'zz')", UnknownColumn, 'column "zz"'),
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT expect_column_values_to_be_unique "
+         "(column => 'k', colour => 'red')", InvalidDefinition, 'no argument "colour"'),
+        ("ALTER TABLE t ADD CONSTRAINT c EXPECT expect_table_row_count_to_be_between "
+         "(min_value => 1) ON VIOLATION QUARANTINE", InvalidDefinition,
+         "judges the batch as a whole"),
+    ]
+    for sql, kind, words in bad:
+        with pytest.raises(kind, match=words.replace("(", r"\(")):
+            conn.execute(sql)
+    conn.execute("ALTER TABLE t ADD CONSTRAINT c EXPECT (k > 0)")
+    with pytest.raises(DuplicateObject, match='constraint "c" for relation "t" already'):
+        conn.execute("ALTER TABLE t ADD CONSTRAINT c EXPECT (k < 9)")
+    with pytest.raises(Error, match='constraint "zz" of relation "t" does not exist'):
+        conn.execute("ALTER TABLE t DROP CONSTRAINT zz")
+    assert "skipping" in conn.execute("ALTER TABLE t DROP CONSTRAINT IF EXISTS zz").notices[0]
+    # A table constraint mzflow does not enforce is refused, never silently ignored.
+    with pytest.raises(Error, match="CHECK constraints are not supported"):
+        conn.execute("CREATE TABLE u (k int, CONSTRAINT c CHECK (k > 0))")
+
+
+def test_expectations_are_listed(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, s text, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION "
+                 "QUARANTINE, CONSTRAINT u EXPECT expect_column_values_to_be_unique "
+                 "(column => 'k') ON VIOLATION FAIL)")
+    shown = conn.execute("SHOW CONSTRAINTS FROM t").rows
+    assert shown == [("t", "pos", "sql", "(k > 0)", "QUARANTINE"),
+                     ("t", "u", "ge", "expect_column_values_to_be_unique (column => 'k')",
+                      "FAIL")]
+    create = conn.execute("SHOW CREATE TABLE t").rows[0][1]
+    assert "CONSTRAINT pos EXPECT (k > 0) ON VIOLATION QUARANTINE" in create, create
+    assert "EXPECT expect_column_values_to_be_unique (column => 'k') ON VIOLATION FAIL" in create
+    listed = conn.execute("SELECT name, kind, action FROM mz_expectations ORDER BY name").rows
+    assert listed == [("pos", "sql", "QUARANTINE"), ("u", "ge", "FAIL")]
+    # The QUARANTINE expectation made the quarantine table, with three more columns.
+    columns = [r[0] for r in conn.execute("SHOW COLUMNS FROM t_quarantine").rows]
+    assert columns == ["k", "s", "_mz_expectations", "_mz_quarantined_at", "_mz_statement"]
+    conn.execute("ALTER TABLE t DROP CONSTRAINT pos")
+    assert [r[1] for r in conn.execute("SHOW CONSTRAINTS").rows] == ["u"]
+
+
+ROWS = [(1, "apple", 2.5), (-2, "avocado", 1.0), (3, None, -1.0), (None, "berry", 4.0),
+        (5, "banana", None), (-6, "cherry", -3.0), (7, "apricot", 0.0), (8, "banana", 0.5)]
+CONDITION = "k > 0 AND (s LIKE 'a%' OR n >= 1)"
+
+
+def _values(rows: list[tuple[Any, ...]]) -> str:
+    def lit(v: Any) -> str:
+        return "NULL" if v is None else repr(v) if isinstance(v, str) else str(v)
+    return ", ".join(f"({', '.join(lit(v) for v in r)})" for r in rows)
+
+
+def _oracle(rows: list[tuple[Any, ...]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(rows the condition does not reject, rows it rejects), by DuckDB: as in a CHECK
+    constraint, NULL passes."""
+    data = pa.table({"k": pa.array([r[0] for r in rows], pa.int32()),
+                     "s": pa.array([r[1] for r in rows], pa.string()),
+                     "n": pa.array([r[2] for r in rows], pa.float64())})
+    db = duckdb.connect()
+    db.register("b", data)
+    keep = db.execute(f"SELECT k, s, n FROM b WHERE ({CONDITION}) IS NOT FALSE").fetchall()
+    drop = db.execute(f"SELECT k, s, n FROM b WHERE ({CONDITION}) IS FALSE").fetchall()
+
+    def norm(rs: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        out = [{"k": k, "s": s, "n": None if n is None else round(float(n), 2)}
+               for k, s, n in rs]
+        return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
+    return norm(keep), norm(drop)
+
+
+def _norm(rows: list[dict[str, Any]], extra: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    out = [{"k": r["k"], "s": r["s"], "n": None if r["n"] is None else float(r["n"]),
+            **{e: r[e] for e in extra}} for r in rows]
+    return sorted(out, key=lambda r: json.dumps(r, sort_keys=True))
+
+
+@pytest.mark.parametrize("action", ["WARN", "DROP ROW", "QUARANTINE"])
+def test_each_action_commits_what_duckdb_says(conn: mzflow.Connection, action: str) -> None:
+    conn.execute(f"CREATE TABLE t (k int, s text, n numeric(8,2), CONSTRAINT good EXPECT "
+                 f"({CONDITION}) ON VIOLATION {action})")
+    result = conn.execute(f"INSERT INTO t VALUES {_values(ROWS)}")
+    keep, reject = _oracle(ROWS)
+    assert len(reject) == 3  # the test's rows do exercise the action
+    everything = sorted(keep + reject, key=lambda r: json.dumps(r, sort_keys=True))
+    assert _norm(rows_of(conn, "t")) == (everything if action == "WARN" else keep)
+    assert result.status == f"INSERT 0 {len(everything) if action == 'WARN' else len(keep)}"
+    assert f"3 of 8 rows failed ({action})" in result.notices[0]
+    if action == "QUARANTINE":
+        bad = rows_of(conn, "t_quarantine")
+        assert _norm(bad) == reject
+        assert {r["_mz_expectations"] for r in bad} == {"good"}
+        assert {r["_mz_statement"] for r in bad} == {"INSERT"}
+        assert all(r["_mz_quarantined_at"] > 0 for r in bad)
+    results = conn.execute("SELECT expectation, statement, rows_evaluated, unexpected, "
+                           "action, outcome FROM mz_expectation_results").rows
+    assert results == [("good", "INSERT", 8, 3, action, action)]
+
+
+def test_fail_rejects_the_statement_and_names_a_row(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, s text, n numeric(8,2), CONSTRAINT good EXPECT "
+                 f"({CONDITION}) ON VIOLATION FAIL)")
+    conn.execute("INSERT INTO t VALUES (1, 'apple', 2.5)")
+    before = rows_of(conn, "t")
+    with pytest.raises(Error) as err:
+        conn.execute(f"INSERT INTO t VALUES {_values(ROWS)}")
+    assert err.value.code == "23514"
+    assert str(err.value).startswith('new row for relation "t" violates expectation "good"')
+    assert "Failing row contains (k=-2, s='avocado', n=Decimal('1.00'))" in err.value.detail
+    assert "3 of 8 rows fail it" in err.value.detail
+    assert rows_of(conn, "t") == before  # nothing written
+    outcomes = conn.execute("SELECT unexpected, outcome FROM mz_expectation_results "
+                            "ORDER BY occurred_at_ms").rows
+    assert outcomes == [(0, "passed"), (3, "FAIL")]
+
+
+def test_great_expectations_types_judge_the_batch(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, n numeric(8,2), "
+                 "CONSTRAINT u EXPECT expect_column_values_to_be_unique (column => 'k') "
+                 "ON VIOLATION QUARANTINE, "
+                 "CONSTRAINT r EXPECT expect_column_values_to_be_between "
+                 "(column => 'n', min_value => 0, max_value => 100) ON VIOLATION DROP ROW)")
+    conn.execute("INSERT INTO t VALUES (1, 5), (2, 500), (2, 7), (3, -1), (4, NULL)")
+    # k=2 twice: both quarantined (a bad row must not vanish, QUARANTINE wins over DROP
+    # ROW for (2, 500)); n out of range: dropped; NULL n passes, as GE skips nulls.
+    assert [(r["k"], r["n"]) for r in rows_of(conn, "t")] == [(1, 5), (4, None)]
+    bad = rows_of(conn, "t_quarantine")
+    assert sorted((r["k"], float(r["n"]), r["_mz_expectations"]) for r in bad) == [
+        (2, 7.0, "u"), (2, 500.0, "u, r")]
+
+
+def test_copy_and_update_are_validated(conn: mzflow.Connection, tmp_path: Path) -> None:
+    conn.execute("CREATE TABLE t (k int, s text, n numeric(8,2), CONSTRAINT good EXPECT "
+                 f"({CONDITION}) ON VIOLATION QUARANTINE)")
+    csv = tmp_path / "rows.csv"
+    csv.write_text("".join(",".join("" if v is None else str(v) for v in r) + "\n"
+                           for r in ROWS))
+    assert conn.execute(f"COPY t FROM '{csv}'").status == "COPY 5"
+    keep, reject = _oracle(ROWS)
+    assert _norm(rows_of(conn, "t")) == keep
+    assert _norm(rows_of(conn, "t_quarantine")) == reject
+    assert {r["_mz_statement"] for r in rows_of(conn, "t_quarantine")} == {"COPY"}
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_update_failing_rows_keep_their_values_and_replay(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, s text, n numeric(8,2), CONSTRAINT good EXPECT "
+                 f"({CONDITION}) ON VIOLATION QUARANTINE)")
+    conn.execute(f"INSERT INTO t VALUES {_values(ROWS)}")
+    # An UPDATE whose new values fail keeps the old row; the new values are quarantined.
+    assert conn.execute("UPDATE t SET k = -k WHERE s = 'apple' OR s = 'banana'"
+                        ).status == "UPDATE 0"
+    keep, _ = _oracle(ROWS)
+    assert _norm(rows_of(conn, "t")) == keep
+    assert conn.execute("SELECT count(*) FROM t_quarantine WHERE _mz_statement = 'UPDATE'"
+                        ).rows == [(2,)]
+    # The quarantine round trip: fix the rows, replay them (validated again), remove them.
+    first = conn.execute("SELECT max(_mz_quarantined_at) FROM t_quarantine WHERE "
+                         "_mz_statement = 'INSERT'").rows[0][0]
+    replay = ("INSERT INTO t SELECT abs(k), coalesce(s, 'a?'), abs(n) FROM t_quarantine "
+              f"WHERE _mz_quarantined_at <= {first} AND _mz_statement = 'INSERT'")
+    # (8, 'banana', 0.5) still fails after the fix: back to the quarantine it goes.
+    assert conn.execute(replay).status == "INSERT 0 2"
+    conn.execute(f"DELETE FROM t_quarantine WHERE _mz_quarantined_at <= {first} "
+                 "AND _mz_statement = 'INSERT'")
+    assert conn.execute("SELECT k, s FROM t WHERE k IN (2, 3, 6, 8) ORDER BY k").rows == [
+        (2, "avocado"), (3, None), (6, "cherry")]
+    assert conn.execute("SELECT k, s, _mz_statement FROM t_quarantine ORDER BY k").rows == [
+        (-5, "banana", "UPDATE"), (-1, "apple", "UPDATE"), (8, "banana", "INSERT")]
+    # What DuckDB says of the table as it stands: no row the condition rejects.
+    left = [(r["k"], r["s"], None if r["n"] is None else float(r["n"]))
+            for r in rows_of(conn, "t")]
+    assert _oracle(left)[1] == []
+    assert len(left) == 7
+
+
+def test_a_retried_write_does_not_quarantine_twice(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION "
+                 "QUARANTINE)")
+    for _ in range(2):
+        conn.execute("INSERT INTO t VALUES (1), (-1), (2)", idempotency_key=("job-7", 1))
+    assert [r["k"] for r in rows_of(conn, "t")] == [1, 2]
+    assert [r["k"] for r in rows_of(conn, "t_quarantine")] == [-1]
+    # All rows failing: only the quarantine commits.
+    assert conn.execute("INSERT INTO t VALUES (-5)").status == "INSERT 0 0"
+    assert sorted(r["k"] for r in rows_of(conn, "t_quarantine")) == [-5, -1]
+
+
+CHILD = r"""
+import os, signal, sys
+import mzflow
+from mzflow.runtime import quality
+
+def die(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+real_stage = quality.stage
+def stage_then_die(*args, **kwargs):
+    real_stage(*args, **kwargs)
+    die()
+
+if sys.argv[2] == "before-table":
+    quality.stage = stage_then_die  # staged, the table not committed
+else:
+    quality.commit = die  # the table committed, the quarantine not
+with mzflow.connect(sys.argv[1]) as conn:
+    conn.execute("INSERT INTO t VALUES (10), (-10), (11)")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["before-table", "after-table"])
+def test_a_writer_killed_mid_statement_leaves_both_or_neither(tmp_path: Path,
+                                                              where: str) -> None:
+    home = tmp_path / "home"
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE TABLE t (k int, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION "
+                     "QUARANTINE)")
+        conn.execute("INSERT INTO t VALUES (1), (-1)")
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(home), where],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    pending = list((home / "warehouse" / "_pending").glob("*.arrow"))
+    assert len(pending) == 1  # the staged rows survived the kill
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE TABLE other (x int)")  # any write lock recovers first
+        assert not list((home / "warehouse" / "_pending").glob("*.arrow"))
+        table = sorted(r["k"] for r in rows_of(conn, "t"))
+        quarantine = sorted(r["k"] for r in rows_of(conn, "t_quarantine"))
+        if where == "before-table":
+            assert (table, quarantine) == ([1], [-1])
+        else:
+            assert (table, quarantine) == ([1, 10, 11], [-10, -1])
+        # The table's next write adopts what the killed writer committed, once.
+        conn.execute("INSERT INTO t VALUES (2), (-2)")
+        assert len(rows_of(conn, "t_quarantine")) == len(quarantine) + 1
+    assert os.path.exists(home)
