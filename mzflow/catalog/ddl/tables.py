@@ -28,6 +28,8 @@ AddToShard = Callable[[Item, Column, int], None]
 # What a user calls each column constraint sqlglot parses (the rest: its SQL keyword).
 _CONSTRAINT_NAMES: dict[type, str] = {
     exp.PrimaryKeyColumnConstraint: "PRIMARY KEY",
+    exp.PrimaryKey: "PRIMARY KEY",
+    exp.ForeignKey: "FOREIGN KEY",
     exp.UniqueColumnConstraint: "UNIQUE",
     exp.CheckColumnConstraint: "CHECK",
     exp.Reference: "FOREIGN KEY",
