@@ -60,8 +60,8 @@ def main() -> None:
                 statuses[variant] = result.status
                 print(f"round {r + 1}: {variant:>15}: {times[variant][-1]:.2f} s "
                       f"({result.status})", flush=True)
-        quarantined = conn.execute(f"SELECT count(*) FROM mz_expectation_results WHERE "
-                                   f"expectation = 'small'").rows[0][0]
+        quarantined = conn.execute("SELECT count(*) FROM mz_expectation_results WHERE "
+                                   "expectation = 'small'").rows[0][0]
     base = statistics.median(times["none"])
     print(f"\nCOPY of {n:,} rows (median of {args.rounds}):")
     for variant in variants:

@@ -305,6 +305,30 @@ def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
     assert "recompute" not in m1_ticks[-1]  # the restricted run's m1: incremental
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_failing_expectation_fails_the_tick_task(tmp_path: Path, airflow_db: Path) -> None:
+    home = tmp_path / "home"
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE CLUSTER q SIZE 'small'; CREATE TABLE t (k int, v int); "
+                     "CREATE MATERIALIZED VIEW totals IN CLUSTER q WITH (EXPECT positive "
+                     "(total > 0) ON VIOLATION FAIL) AS SELECT k, sum(v) AS total FROM t "
+                     "GROUP BY k")
+        conn.execute("INSERT INTO t VALUES (1, 5), (2, -3)")
+    none = {"objects": [], "full_refresh": False, "at": None}
+    steps: list[dict[str, object]] = [
+        {"dag": "mzflow_q", "conf": none},
+        {"sql": "DELETE FROM t WHERE v < 0"},
+        {"dag": "mzflow_q", "conf": none},
+        {"read": "SET cluster = q; SELECT k, total FROM totals ORDER BY k"},
+    ]
+    (failed, fixed, rows), log = run_dag_steps(home, airflow_db, tmp_path, LOADER, steps)
+    assert failed[0] == "failed" and failed[1]["totals"] == "failed", failed
+    assert 'violates expectation "positive"' in log
+    assert "Failing row contains (k=2, total=-3)" in log
+    assert fixed[0] == "success" and rows == [[1, 5]]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _cleanup_airflow_home() -> Iterator[None]:
     """Importing Airflow in-process adds a stdout handler to the root logger and lowers

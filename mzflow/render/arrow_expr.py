@@ -325,17 +325,28 @@ def _any(mask: Data) -> bool:
     return (mask if isinstance(mask, pa.Scalar) else pc.any(mask)).as_py() is True
 
 
+def _digits(v: Data, scale: int) -> int:
+    """The digits v's values need (its type may allow more)."""
+    top = (pc.abs(v) if isinstance(v, pa.Scalar) else pc.max(pc.abs(v))).as_py()
+    return scale + max(Decimal(top).adjusted() + 1, 1) if top else scale + 1
+
+
 def _arith(fn: str, op: str, a: Value, b: Value) -> Data:
     (a, b), t = _typed([a, b], op)
     k = _kind(t)
     if k not in ("int", "dec", "float"):
         raise UnknownFunction(f"operator does not exist: {_pg(a.type)} {op} {_pg(b.type)}")
     if k == "dec":
-        # Each side keeps its own digits (a common type first would make numeric * 2 need
-        # 77); the result's digits decide between decimal128 and decimal256.
+        # Each side keeps its own digits (a common type would make numeric * 2 need 77).
+        # Arrow sizes the result by the operands' types: past decimal256's 76 digits
+        # (numeric * numeric), size them by their values, which rarely need as many.
+        def size(p1: int, p2: int) -> int:
+            return p1 + p2 + 1 if fn == "multiply" else max(p1 - s1, p2 - s2) + max(s1, s2) + 1
+
         (p1, s1), (p2, s2) = _ps(a.type), _ps(b.type)
-        p = p1 + p2 + 1 if fn == "multiply" else max(p1 - s1, p2 - s2) + max(s1, s2) + 1
-        wide = pa.decimal256 if _decimal(p, 0).bit_width == 256 else pa.decimal128
+        if size(p1, p2) > 76:
+            p1, p2 = _digits(a, s1), _digits(b, s2)
+        wide = pa.decimal256 if _decimal(size(p1, p2), 0).bit_width == 256 else pa.decimal128
         a, b = _widen(a, wide(p1, s1)), _widen(b, wide(p2, s2))
     else:
         a, b = _widen(a, t), _widen(b, t)
@@ -409,8 +420,9 @@ def _like(node: exp.Expr, table: pa.Table) -> Data:
     text, tokens, i = pattern.this, [], 0  # (is a wildcard, character)
     while i < len(text):
         if text[i] == escape:
-            if i + 1 == len(text):
-                raise _fail("LIKE pattern must not end with escape character", "22025")
+            if i + 1 == len(text):  # PostgreSQL fails only in rows whose match gets there
+                raise Unsupported("EXPECT cannot use a LIKE pattern that ends with its escape "
+                                  "character", hint="escape it too to match it: \\\\")
             i += 1
             tokens.append((False, text[i]))
         else:

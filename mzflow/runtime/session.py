@@ -180,8 +180,12 @@ class Connection:
         elif at > snap.read_ts:
             snap = self._advance_to(at)
         return [ticks.tick_index(snap, self.config.warehouse, index, at,
-                                 full_refresh=full_refresh)
+                                 full_refresh=full_refresh, record=self._record_results)
                 for index in ticks.indexes_to_tick(snap, cluster, object)]
+
+    def _record_results(self, rows: list[dict[str, Any]]) -> None:
+        with self.store.write() as w:
+            w.record_results(rows)
 
     def subscribe(self, sql: str, *, poll_seconds: float = 0.5) -> subscribe_mod.Subscription:
         """``SUBSCRIBE …`` as an iterator of rows (it waits for writes; stop iterating, or
@@ -267,7 +271,7 @@ class Connection:
     def _create_view(self, stmt: ast.CreateView) -> Result:
         if ddl.refresh_mode(stmt.args.get("options") or []) == "incremental":
             require_incremental(self.store.snapshot(), stmt.args["query"], stmt.this.name)
-        notices = ddl.create_view(self.store, stmt, self.variable("cluster"))
+        notices = ddl.create_view(self.store, stmt, self.variable("cluster"), quality.check)
         kind = "MATERIALIZED VIEW" if stmt.args.get("materialized") else "VIEW"
         return Result(status=f"CREATE {kind}", notices=notices)
 
@@ -417,7 +421,8 @@ class Connection:
             for _, index in p.indexes:
                 # Strict serializable: catch the index up first, so the read sees every
                 # earlier write. Then an error in the object's contents is the read's error.
-                ticks.tick_index(snap, self.config.warehouse, index, at)
+                ticks.tick_index(snap, self.config.warehouse, index, at,
+                                 record=self._record_results)
                 _, error = ticks.index_shard(self.config.warehouse, index).state()
                 if error is not None:
                     raise EvaluationError(error)

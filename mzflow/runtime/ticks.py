@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -27,7 +29,7 @@ from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.incremental.rules.base import RECOMPUTE, Strategy
 from mzflow.plan.ir import Node
 from mzflow.reasons import R_HISTORY, R_MEASURING
-from mzflow.runtime import arrangements, reads
+from mzflow.runtime import arrangements, quality, reads
 from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
 
@@ -61,6 +63,8 @@ class TickReport:
                 f"{self.seconds:.2f} s")
 
 
+Record = Callable[[list[dict[str, Any]]], None]
+
 # Planning a definition (bind, inline, lower: sqlglot) costs a tick ~0.15 s. It depends
 # on the catalog only, which (installation, version) names: every DDL bumps the version.
 _PLANS: dict[tuple[str, int, str], tuple[ChangePlan, reads.Plan]] = {}
@@ -78,7 +82,8 @@ def _planned(snap: Snapshot, index: Item, limit: int) -> tuple[ChangePlan, reads
 
 
 def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
-               full_refresh: bool = False) -> TickReport:
+               full_refresh: bool = False, record: Record | None = None) -> TickReport:
+    """``record`` keeps the results of the view's expectations (mz_expectation_results)."""
     started = time.perf_counter()
     tuning = config.tuning(snap.settings)
     plan, query = _planned(snap, index, tuning.plan_cache)
@@ -100,6 +105,16 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
         try:
             changes = tick.run(full_refresh)
             new_error = None
+            if changes is not None and snap.expectations_on(plan.on.id):
+                checked = quality.validate_changes(snap, plan.on, changes,
+                                                   f"tick {index.name}")
+                if checked is not None and record is not None:
+                    record([{**r, "ts": at} for r in checked.results])
+        except quality.ExpectationFailed as failed:
+            # FAIL rejects the tick: nothing is committed, the index stays where it was.
+            if record is not None:
+                record([{**r, "ts": at} for r in failed.results])
+            raise
         except reads.InvalidTimestamp:
             raise
         except Error as e:  # an evaluation error lands in the object's error collection

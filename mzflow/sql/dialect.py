@@ -236,6 +236,13 @@ class MzParser(MaterializeParser):
         return value
 
     def _parse_option(self) -> ast.Option:
+        if self._curr is not None and self._curr.text.upper() == "EXPECT" and (
+                self._next is not None and self._next.token_type != TokenType.EQ):
+            # A materialized view's expectation: EXPECT name (<condition>) [ON VIOLATION …]
+            self._advance()
+            name = self._expect_name("expectation name")
+            return self.expression(ast.Option(this="EXPECT",
+                                              value=self._parse_expectation_body(name)))
         name_parts: list[str] = []
         while not self._at_end() and self._curr.token_type not in (
             TokenType.EQ, TokenType.COMMA, TokenType.R_PAREN, TokenType.STRING,
@@ -340,6 +347,9 @@ class MzParser(MaterializeParser):
         name = self._expect_name("constraint name")
         if not self._match_words("EXPECT"):
             self.raise_error("Expected EXPECT after the constraint name")
+        return self._parse_expectation_body(name)
+
+    def _parse_expectation_body(self, name: exp.Identifier) -> ast.Expectation:
         expression = ge_type = ge_args = None
         if self._match(TokenType.L_PAREN):
             expression = self._parse_disjunction()
@@ -682,6 +692,9 @@ class MzGenerator(MaterializeGenerator):
 
     def option_sql(self, e: ast.Option) -> str:
         value = e.args.get("value")
+        if isinstance(value, ast.Expectation):
+            return self.sql(value).replace("CONSTRAINT ", "", 1).replace(" EXPECT ", " ", 1
+                                                                         ).join(("EXPECT ", ""))
         return e.name if value is None else f"{e.name} = {self.sql(value)}"
 
     def _options(self, e: exp.Expr, prefix: str = " WITH ") -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
+
 from sqlglot import exp
 
 from mzflow.catalog import normalize
@@ -10,13 +13,16 @@ from mzflow.catalog.ddl.core import Notices, active_cluster, check_new_name, new
 from mzflow.catalog.ddl.drops import drop_items
 from mzflow.catalog.ddl.indexes import insert_index
 from mzflow.catalog.determinism import check_deterministic
-from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Column
+from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Column, Item
 from mzflow.catalog.store import Store
 from mzflow.errors import DuplicateObject, InvalidDefinition, InvalidOption, Unsupported
 from mzflow.sql import ast
 
+Check = Callable[..., None]
 
-def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Notices:
+
+def create_view(store: Store, stmt: ast.CreateView, session_cluster: str,
+                check_expectation: Check | None = None) -> Notices:
     name = stmt.this.name
     materialized = bool(stmt.args.get("materialized"))
     options = stmt.args.get("options") or []
@@ -24,7 +30,11 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
         raise InvalidOption("a view takes no options: it stores nothing",
                             hint="RETAIN HISTORY applies to tables, indexes and "
                                  "materialized views")
-    retain = retention(options, allow_refresh=True)
+    # WITH (EXPECT name (<condition>) …): the view's expectations, checked on every tick.
+    expects = [o.args["value"] for o in options if o.name == "EXPECT"]
+    if expects and check_expectation is None:
+        raise InvalidOption("expectations are not supported here")
+    retain = retention([o for o in options if o.name != "EXPECT"], allow_refresh=True)
     kind = MATERIALIZED_VIEW if materialized else VIEW
     word = "materialized view" if materialized else "view"
     if stmt.args.get("replace") and stmt.args.get("exists"):
@@ -70,7 +80,20 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str) -> Not
             # The cluster design: a materialized view is a view plus a default index.
             insert_index(w, item, cluster, keys=None, name=None, default=True,
                          retain=retain)
+        if expects:
+            from mzflow.catalog.ddl import expectations
+
+            assert check_expectation is not None
+            snap = dataclasses.replace(w.snapshot, items=w.snapshot.items + (item,))
+            for node in expects:
+                e = expectations.insert(w, snap, item, node, 0, check_expectation,
+                                        _no_shard)
+                snap = dataclasses.replace(snap, expectations=snap.expectations + (e,))
     return []
+
+
+def _no_shard(item: Item, ts: int) -> None:
+    raise AssertionError("a view's expectations make no quarantine (refused by the check)")
 
 
 def _rename_columns(columns: tuple[Column, ...], names: list[exp.Identifier] | None, word: str,
