@@ -708,4 +708,18 @@ def test_plugin_serves_a_catalog_view(home: Path, monkeypatch: pytest.MonkeyPatc
     assert (m2["on"], m2["cluster"], m2["upper"], m2["lag_ms"]) == ("m2", "a", 0, None)
     page = client.get("/").text
     assert "Maintained indexes" in page and "m1_by_v" in page
+    assert view["quality"] == []
+    # Failure and quarantine counts per object with expectations.
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("ALTER TABLE t ADD CONSTRAINT pos EXPECT (v > 0) ON VIOLATION "
+                     "QUARANTINE")
+        conn.execute("ALTER TABLE t ADD CONSTRAINT small EXPECT (k < 100) ON VIOLATION FAIL")
+        conn.execute("INSERT INTO t VALUES (1, 5), (2, -1), (3, -2)")
+        with pytest.raises(mzflow.Error):
+            conn.execute("INSERT INTO t VALUES (500, 1)")
+    view = client.get("/api/catalog").json()
+    assert view["quality"] == [{"object": "t", "expectations": 2, "batches": 2,
+                                "failed_rows": 3, "rejected": 1, "quarantined_rows": 2,
+                                "in_quarantine": 2}]
+    assert "Data quality" in client.get("/").text
     assert MzflowPlugin.fastapi_apps[0]["url_prefix"] == "/mzflow"

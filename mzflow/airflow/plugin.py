@@ -4,8 +4,9 @@ Airflow 3 plugins can no longer register operators or hooks (DAG files import
 ``mzflow.airflow.operators`` directly); what they can add is a FastAPI app served
 by the api-server and a link to it in the UI. The app shows, for the home the
 api-server is configured with (``MZFLOW_HOME`` …): clusters with their pools and
-slots, and every maintained index with its frontier and lag — how far its contents
-trail the catalog's latest committed write.
+slots, every maintained index with its frontier and lag — how far its contents
+trail the catalog's latest committed write — and, per object with expectations, the
+rows that failed them, the writes or ticks they rejected and the rows quarantined.
 
 ``plugins/mzflow_plugin.py`` is the loader Airflow finds; the catalog is read per
 request (no Spark: an index's frontier comes from its Delta log via delta-rs).
@@ -32,10 +33,13 @@ def catalog_view(home: str | None = None) -> dict[str, Any]:
     from mzflow.catalog.store import Store
     from mzflow.runtime.ticks import index_shard
 
+    from mzflow.runtime import quality
+
     cfg = config.load(home)
     store = Store(cfg.catalog_url)
     try:
         snap = store.snapshot()
+        results = store.expectation_results()
     finally:
         store.close()
     names = {c.id: c.name for c in snap.clusters}
@@ -57,7 +61,7 @@ def catalog_view(home: str | None = None) -> dict[str, Any]:
                  "slots": sizes.of_cluster(c.virtual, c.size).pool_slots,
                  "dag": dag_id(c.name)} for c in snap.clusters]
     return {"home": str(cfg.home), "read_ts": snap.read_ts, "clusters": clusters,
-            "indexes": indexes}
+            "indexes": indexes, "quality": quality.summary(snap, cfg.warehouse, results)}
 
 
 app = FastAPI(title="mzflow catalog")
@@ -77,6 +81,9 @@ def page() -> str:
             + _table("Clusters", ["name", "size", "pool", "slots", "dag"], view["clusters"])
             + _table("Maintained indexes", ["index", "on", "cluster", "upper", "lag_ms",
                                             "error"], view["indexes"])
+            + _table("Data quality", ["object", "expectations", "batches", "failed_rows",
+                                      "rejected", "quarantined_rows", "in_quarantine"],
+                     view["quality"])
             + "</body></html>")
 
 

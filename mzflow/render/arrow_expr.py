@@ -495,7 +495,7 @@ def _parse(text: str, t: pa.DataType) -> pa.Scalar:
                 return pa.scalar(value)
         raise invalid
     ts = _TS.fullmatch(text) if k == "time" else None
-    if ts and not (pa.types.is_date(t) and (ts.group(2) or ts.group(6))):
+    if ts:
         try:
             v = dt.datetime.combine(dt.date.fromisoformat(ts.group(1)), dt.time(
                 int(ts.group(2) or 0), int(ts.group(3) or 0), int(ts.group(4) or 0),
@@ -507,7 +507,7 @@ def _parse(text: str, t: pa.DataType) -> pa.Scalar:
             sign = -1 if zone[0] == "-" else 1
             v -= sign * dt.timedelta(hours=int(zone[1:3]),
                                      minutes=int(zone[-2:]) if len(zone) > 3 else 0)
-        # A zone given to a timestamp without one is ignored, as PostgreSQL does.
+        # PostgreSQL ignores a zone given to a timestamp, and a time given to a date.
         return pa.scalar(v.date() if pa.types.is_date(t) else v, t)
     if k in ("dec", "float"):
         raise invalid

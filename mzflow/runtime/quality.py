@@ -397,3 +397,35 @@ def recover(warehouse: Path) -> None:
             path.unlink()
     for tmp in folder.glob("*.tmp"):
         tmp.unlink()
+
+
+# -- a summary per object, for the Airflow plugin ----------------------------------------
+
+
+def summary(snap: Snapshot, warehouse: Path, results: list[tuple[Any, ...]]
+            ) -> list[dict[str, Any]]:
+    """Per object with expectations: its expectations, the batches validated, the rows
+    that failed, the statements or ticks rejected (FAIL), the rows quarantined, and the
+    rows its quarantine table holds now (delta-rs statistics: no Spark)."""
+    out = []
+    for item in snap.items:
+        found = snap.expectations_on(item.id)
+        if not found:
+            continue
+        mine = [r for r in results if r[1] == item.id]  # (ts, object_id, …) rows
+        quarantine = snap.find(ddl.quarantine_name(item.name))
+        held = None
+        if quarantine is not None and quarantine.kind == TABLE:
+            from deltalake import DeltaTable
+
+            adds = pa.table(DeltaTable(str(paths.table(warehouse, quarantine.id)))
+                            .get_add_actions(flatten=True))  # arro3 → pyarrow
+            held = int(pc.sum(adds.column("num_records")).as_py() or 0) if adds.num_rows else 0
+        out.append({"object": item.name, "expectations": len(found),
+                    "batches": len({(r[0], r[3]) for r in mine}),
+                    "failed_rows": sum(int(r[5]) for r in mine),
+                    "rejected": len({(r[0], r[3]) for r in mine if r[7] == ddl.FAIL}),
+                    "quarantined_rows": sum(int(r[5]) for r in mine
+                                            if r[7] == ddl.QUARANTINE),
+                    "in_quarantine": held})
+    return out
