@@ -31,9 +31,8 @@ def catalog_view(home: str | None = None) -> dict[str, Any]:
     from mzflow.catalog import sizes
     from mzflow.catalog.model import INDEX
     from mzflow.catalog.store import Store
-    from mzflow.runtime.ticks import index_shard
-
     from mzflow.runtime import quality
+    from mzflow.runtime.ticks import index_shard
 
     cfg = config.load(home)
     store = Store(cfg.catalog_url)
