@@ -52,6 +52,8 @@ def rows_of(conn: mzflow.Connection, table: str) -> list[dict[str, Any]]:
     "(column => 'k', value_set => ARRAY[1, 2]) ON VIOLATION QUARANTINE",
     "ALTER TABLE t ADD CONSTRAINT w EXPECT (NOT k IS NULL)",
     "ALTER TABLE t DROP CONSTRAINT IF EXISTS w",
+    "ALTER TABLE t SET (EXPECTATION SUITE = 'conf/expectations/orders.json')",
+    "CREATE MATERIALIZED VIEW m WITH (EXPECT pos (k > 0) ON VIOLATION FAIL) AS SELECT 1 AS k",
 ])
 def test_expectation_statements_round_trip(sql: str) -> None:
     from mzflow.sql.dialect import Mz
@@ -382,3 +384,46 @@ def test_view_expectations_judge_only_the_rows_a_tick_changes(
     assert conn.execute("SELECT k, total FROM strict ORDER BY k").rows == _totals(
         rows + [(1, 1), (3, 1)])
     assert conn.execute(results).rows[-1][1:] == (2, 0, "passed")
+
+
+def test_a_great_expectations_suite_file_is_attached(conn: mzflow.Connection,
+                                                     tmp_path: Path) -> None:
+    conn.execute("CREATE TABLE t (k int, n numeric(8,2))")
+    suite = {"name": "orders", "expectations": [
+        {"type": "expect_column_values_to_be_unique", "kwargs": {"column": "k"},
+         "meta": {"name": "unique_k", "on_violation": "QUARANTINE"}},
+        {"type": "expect_column_values_to_be_between",
+         "kwargs": {"column": "n", "min_value": 0, "max_value": 10}},
+    ]}
+    path = tmp_path / "orders.json"
+    path.write_text(json.dumps(suite))
+    notice = conn.execute(f"ALTER TABLE t SET (EXPECTATION SUITE = '{path}')").notices[0]
+    assert notice == '2 expectations of suite "orders" attached to "t"'
+    assert [(r[1], r[4]) for r in conn.execute("SHOW CONSTRAINTS FROM t").rows] == [
+        ("orders:unique_k", "QUARANTINE"), ("orders:2", "WARN")]
+    result = conn.execute("INSERT INTO t VALUES (1, 5), (1, 6), (2, 50)")
+    assert result.status == "INSERT 0 1"
+    assert [(r["k"], float(r["n"])) for r in rows_of(conn, "t")] == [(2, 50.0)]
+    assert sorted(r["k"] for r in rows_of(conn, "t_quarantine")) == [1, 1]
+    # Setting the suite again replaces what it attached.
+    suite["expectations"] = suite["expectations"][1:]
+    path.write_text(json.dumps(suite))
+    conn.execute(f"ALTER TABLE t SET (EXPECTATION SUITE = '{path}')")
+    assert [r[1] for r in conn.execute("SHOW CONSTRAINTS FROM t").rows] == ["orders:1"]
+    # Bad files: each says what is wrong, and attaches nothing.
+    bad = tmp_path / "bad.json"
+    cases = [
+        (tmp_path / "missing.json", None, "cannot read expectation suite"),
+        (bad, '{"name": "x",\n "expectations": [}', "is not JSON: .* at line 2, column 19"),
+        (bad, '{"name": "x"}', 'has no "expectations" list'),
+        (bad, '{"expectations": [{"type": "expect_nothing", "kwargs": {}}]}',
+         'unknown expectation type "expect_nothing"'),
+        (bad, '{"expectations": [{"type": "expect_column_values_to_be_unique", '
+              '"kwargs": {"column": "zz"}}]}', 'column "zz"'),
+    ]
+    for file, text, words in cases:
+        if text is not None:
+            file.write_text(text)
+        with pytest.raises(Error, match=words):
+            conn.execute(f"ALTER TABLE t SET (EXPECTATION SUITE = '{file}')")
+    assert [r[1] for r in conn.execute("SHOW CONSTRAINTS FROM t").rows] == ["orders:1"]

@@ -100,8 +100,9 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
         return pc.fill_null(b if node.expression.this else pc.invert(b), False)
     if isinstance(node, exp.Between) and not node.args.get("symmetric"):
         # PostgreSQL rewrites it to x >= low AND x <= high, short-circuit included.
-        return ev(exp.And(this=exp.GTE(this=node.this, expression=node.args["low"]),
-                          expression=exp.LTE(this=node.this, expression=node.args["high"])))
+        x, low, high = (node.this.copy(), node.args["low"].copy(), node.args["high"].copy())
+        return ev(exp.And(this=exp.GTE(this=x, expression=low),
+                          expression=exp.LTE(this=x.copy(), expression=high)))
     if isinstance(node, exp.In) and not any(node.args.get(k) for k in ("query", "unnest",
                                                                          "field")):
         x, *items = _unify([ev(e) for e in [node.this, *node.expressions]], "=")

@@ -10,6 +10,7 @@ import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from sqlglot import exp
@@ -304,6 +305,11 @@ class Connection:
     def _alter_expectation(self, stmt: ast.AlterExpectation) -> Result:
         from mzflow.catalog.ddl import expectations
 
+        if stmt.args["action"] == "SUITE":  # a relative suite path: from the home
+            path = Path(stmt.args["name"].name)
+            if not path.is_absolute() and not path.exists():
+                stmt = stmt.copy()
+                stmt.set("name", exp.Literal.string(str(self.config.home / path)))
         return Result(status="ALTER TABLE", notices=expectations.alter(
             self.store, stmt, quality.check, self._create_shard))
 

@@ -678,6 +678,19 @@ class MzParser(MaterializeParser):
         self._retreat(index)
         self._advance()
         self._expect_object("table name")
+        if self._match(TokenType.SET) and self._match(TokenType.L_PAREN) and (
+                self._match_words("EXPECTATION", "SUITE")):
+            self._match(TokenType.EQ)
+            path = self._parse_primary()
+            if not isinstance(path, exp.Literal) or not path.is_string:
+                self.raise_error("Expected the suite file's path as a string")
+            if not self._match(TokenType.R_PAREN):
+                self.raise_error("Expected )")
+            return self.expression(ast.AlterExpectation(this=table, action="SUITE",
+                                                        name=path))
+        self._retreat(index)
+        self._advance()
+        self._expect_object("table name")
         if self._match_words("DROP") and self._match(TokenType.CONSTRAINT):
             exists = self._parse_exists()
             name = self._expect_name("constraint name")
@@ -772,6 +785,9 @@ class MzGenerator(MaterializeGenerator):
     def alterexpectation_sql(self, e: ast.AlterExpectation) -> str:
         if e.args["action"] == "ADD":
             return f"ALTER TABLE {self.sql(e.this)} ADD {self.sql(e.args['expectation'])}"
+        if e.args["action"] == "SUITE":
+            return (f"ALTER TABLE {self.sql(e.this)} SET (EXPECTATION SUITE = "
+                    f"{self.sql(e.args['name'])})")
         exists = " IF EXISTS" if e.args.get("exists") else ""
         return f"ALTER TABLE {self.sql(e.this)} DROP CONSTRAINT{exists} {self.sql(e.args['name'])}"
 

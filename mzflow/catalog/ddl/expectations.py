@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 from sqlglot import exp
 
@@ -130,6 +131,8 @@ def alter(store: Store, stmt: ast.AlterExpectation, check: Check,
           create_shard: CreateShard) -> Notices:
     with store.write() as w:
         table = table_of(w.snapshot, stmt.this)
+        if stmt.args["action"] == "SUITE":
+            return _set_suite(w, table, stmt.args["name"].name, check, create_shard)
         if stmt.args["action"] == "ADD":
             ts = w.allocate_ts()
             insert(w, w.snapshot, table, stmt.args["expectation"], ts, check, create_shard)
@@ -146,6 +149,81 @@ def alter(store: Store, stmt: ast.AlterExpectation, check: Check,
         # The quarantine table stays: it holds rows someone may still want to replay.
         w.delete_expectation(found[0].id)
     return []
+
+
+def _set_suite(w: Writer, table: Item, path: str, check: Check,
+               create_shard: CreateShard) -> Notices:
+    """Attach a Great Expectations suite (its JSON file, read now): each expectation
+    becomes one of the table's, named ``<suite>:<n>`` (or by its meta ``name``), acting
+    as its meta ``on_violation`` says (WARN by default). Setting the suite again
+    replaces what it attached before."""
+    suite_name, entries = read_suite(path)
+    prefix = f"{suite_name}:"
+    ts = w.allocate_ts()
+    snap = w.snapshot
+    for old in snap.expectations_on(table.id):
+        if old.name.startswith(prefix):
+            w.delete_expectation(old.id)
+    snap = dataclasses.replace(snap, expectations=tuple(
+        e for e in snap.expectations if not (e.item_id == table.id
+                                             and e.name.startswith(prefix))))
+    for i, (kind, kwargs, meta) in enumerate(entries, start=1):
+        action = str(meta.get("on_violation") or WARN).upper()
+        if action not in (WARN, DROP_ROW, QUARANTINE, FAIL):
+            raise InvalidOption(f"suite {path}: expectation {i} has on_violation "
+                                f"{action!r}", hint="WARN, DROP ROW, QUARANTINE or FAIL")
+        node = ast.Expectation(
+            this=exp.to_identifier(f"{prefix}{meta.get('name') or i}"),
+            ge_type=exp.to_identifier(kind),
+            ge_args=[ast.Option(this=exp.to_identifier(k), value=_to_literal(v))
+                     for k, v in kwargs.items()], action=action)
+        e = insert(w, snap, table, node, ts, check, create_shard)
+        snap = dataclasses.replace(snap, expectations=snap.expectations + (e,))
+    w.committed(ts)
+    return [f'{len(entries)} expectations of suite "{suite_name}" attached to "{table.name}"']
+
+
+def read_suite(path: str) -> tuple[str, list[tuple[str, dict[str, object], dict[str, object]]]]:
+    """(suite name, [(type, kwargs, meta)]) of a Great Expectations suite JSON file."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise InvalidOption(f"cannot read expectation suite {path}: {err.strerror}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidOption(f"expectation suite {path} is not JSON: {err.msg} at line "
+                            f"{err.lineno}, column {err.colno}") from None
+    found = doc.get("expectations") if isinstance(doc, dict) else None
+    if not isinstance(found, list):
+        raise InvalidOption(f'expectation suite {path} has no "expectations" list',
+                            hint="a Great Expectations suite: {\"name\": …, "
+                                 "\"expectations\": [{\"type\": …, \"kwargs\": {…}}]}")
+    out = []
+    for i, entry in enumerate(found, start=1):
+        kind = entry.get("type") or entry.get("expectation_type") if isinstance(
+            entry, dict) else None
+        kwargs = entry.get("kwargs", {}) if isinstance(entry, dict) else None
+        if not isinstance(kind, str) or not isinstance(kwargs, dict):
+            raise InvalidOption(f'expectation suite {path}: expectation {i} needs a "type" '
+                                'and "kwargs"')
+        out.append((kind, kwargs, entry.get("meta") or {}))
+    name = doc.get("name") or doc.get("expectation_suite_name") or Path(path).stem
+    return str(name), out
+
+
+def _to_literal(v: object) -> exp.Expr:
+    if isinstance(v, list):
+        return exp.Array(expressions=[_to_literal(x) for x in v])
+    if isinstance(v, bool):
+        return exp.Boolean(this=v)
+    if v is None:
+        return exp.Null()
+    if isinstance(v, int | float):
+        return exp.Literal.number(v)
+    if isinstance(v, str):
+        return exp.Literal.string(v)
+    raise InvalidOption(f"suite argument {v!r} is not a literal or a list of literals")
 
 
 def create_sql_parts(snap: Snapshot, item: Item) -> tuple[tuple[str, str], ...]:
