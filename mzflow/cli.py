@@ -32,6 +32,7 @@ examples:
   mzflow airflow sync             pools for the clusters in $AIRFLOW_HOME's database
   mzflow sink run hourly_totals   export the sink's intervals that are due, in order
   mzflow subscribe totals         print the view's changes as they commit (Ctrl-C stops)
+  mzflow quality docs             build Great Expectations' Data Docs, print their path
 """
 
 
@@ -124,6 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--airflow-home", help="Airflow home (default: $AIRFLOW_HOME)")
     sync.add_argument("--dry-run", action="store_true", help="print the changes, make none")
     af_sub.add_parser("dags", help="print the DAGs the catalog generates (no Airflow needed)")
+    quality = sub.add_parser(
+        "quality", help="data-quality expectations: Great Expectations' Data Docs",
+        description="Expectations (CONSTRAINT … EXPECT) are validated by Great "
+                    "Expectations on every write and tick; results are in "
+                    "mz_expectation_results.")
+    q_sub = quality.add_subparsers(dest="quality_command", metavar="ACTION", required=True)
+    q_sub.add_parser("docs", help="build GE's Data Docs site under <home>/quality and print "
+                                  "the path of its index.html")
     return parser
 
 
@@ -176,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _sink(conn, args)
         if args.command == "subscribe":
             return _subscribe(conn, args.statement, args.poll)
+        if args.command == "quality":
+            return _quality_docs(conn)
         if getattr(args, "idempotency_key", None) is not None:
             if args.sql is None:
                 print("ERROR: --idempotency-key needs -c with one write statement",
@@ -310,6 +321,18 @@ def _subscribe(conn: object, statement: str, poll: float) -> int:
     except mzflow.Error as e:
         _print_error(e)
         return 1
+    return 0
+
+
+def _quality_docs(conn: object) -> int:
+    import mzflow
+    from mzflow.runtime import quality
+
+    assert isinstance(conn, mzflow.Connection)
+    runs = conn.store.expectation_runs()
+    index = quality.build_docs(conn.store.snapshot(), runs, conn.config.home / "quality")
+    print(f"Data Docs: {len(runs)} validated batches", file=sys.stderr)
+    print(index)
     return 0
 
 

@@ -427,3 +427,24 @@ def test_a_great_expectations_suite_file_is_attached(conn: mzflow.Connection,
         with pytest.raises(Error, match=words):
             conn.execute(f"ALTER TABLE t SET (EXPECTATION SUITE = '{file}')")
     assert [r[1] for r in conn.execute("SHOW CONSTRAINTS FROM t").rows] == ["orders:1"]
+
+
+def test_data_docs_show_each_validated_batch(conn: mzflow.Connection) -> None:
+    from mzflow.runtime import quality
+
+    conn.execute("CREATE TABLE t (k int, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION "
+                 "QUARANTINE, CONSTRAINT u EXPECT expect_column_values_to_be_unique "
+                 "(column => 'k'))")
+    conn.execute("INSERT INTO t VALUES (1), (-1), (2)")
+    conn.execute("INSERT INTO t VALUES (3), (3)")
+    runs = conn.store.expectation_runs()
+    assert [r[2] for r in runs] == ["INSERT", "INSERT"]
+    index = quality.build_docs(conn.store.snapshot(), runs, conn.config.home / "quality")
+    assert index.is_file()
+    site = index.parent
+    pages = sorted(p.relative_to(site).as_posix() for p in site.glob("validations/**/*.html"))
+    assert len(pages) == 2 and all(p.startswith("validations/t/INSERT/") for p in pages)
+    failed = [p for p in site.glob("validations/**/*.html") if "pos: (k &gt; 0)" in p.read_text()
+              or "pos: (k > 0)" in p.read_text()]
+    assert len(failed) == 2  # the SQL condition is named on both pages
+    assert (site / "expectations" / "t.html").is_file()

@@ -139,6 +139,17 @@ expectation_results = sa.Table(
     sa.Column("sample", sa.Text, nullable=False),
 )
 
+# One row per validated batch: Great Expectations' own result (unexpected lists trimmed),
+# from which `mzflow quality docs` builds GE's Data Docs.
+expectation_runs = sa.Table(
+    "expectation_runs", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("ts", sa.BigInteger, nullable=False),
+    sa.Column("object_id", sa.String(32), nullable=False),
+    sa.Column("statement", sa.String(64), nullable=False),
+    sa.Column("report", sa.Text, nullable=False),
+)
+
 
 def _v1_initial(conn: Connection) -> None:
     # The v1 shape of `items`, frozen here: the module-level table has grown since.
@@ -183,6 +194,7 @@ def _v5_expectations(conn: Connection) -> None:
     """Data-quality expectations and their results."""
     expectations.create(conn)
     expectation_results.create(conn)
+    expectation_runs.create(conn)
     conn.execute(meta.insert(), [{"key": "next_expectation_id", "value": "1"}])
 
 

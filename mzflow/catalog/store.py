@@ -71,6 +71,13 @@ class Store:
                           t.c.rows_evaluated, t.c.unexpected, t.c.action, t.c.outcome,
                           t.c.sample).order_by(t.c.id))]
 
+    def expectation_runs(self) -> list[tuple[int, str, str, str]]:
+        """(ts, object id, statement, GE report JSON) of every validated batch."""
+        t = migrations.expectation_runs
+        with self.engine.connect() as conn:
+            return [(r.ts, r.object_id, r.statement, r.report) for r in conn.execute(
+                sa.select(t).order_by(t.c.id))]
+
     def advance_read_ts(self, ts: int) -> int:
         """Declare every time up to ``ts`` complete. Taking the write lock first means no
         write with an earlier timestamp can still be in flight."""
@@ -221,10 +228,14 @@ class Writer:
         t = migrations.expectations
         self.conn.execute(t.delete().where(t.c.id == expectation_id))
 
-    def record_results(self, rows: list[dict[str, object]]) -> None:
-        """Expectation results (no catalog change: the snapshot does not hold them)."""
+    def record_results(self, rows: list[dict[str, object]],
+                       runs: list[dict[str, object]] | None = None) -> None:
+        """Expectation results, and GE's report of each validated batch (no catalog
+        change: the snapshot does not hold them)."""
         if rows:
             self.conn.execute(migrations.expectation_results.insert(), rows)
+        if runs:
+            self.conn.execute(migrations.expectation_runs.insert(), runs)
 
     def _write_columns(self, item: Item) -> None:
         for pos, col in enumerate(item.columns, start=1):

@@ -59,7 +59,7 @@ def evaluate(expr: exp.Expr, table: pa.Table) -> pa.ChunkedArray | pa.Array:
     """The expression's value per row: a boolean array, NULL where SQL gives NULL."""
     try:
         v = _bool(_eval(expr, table), "EXPECT")
-    except pa.ArrowNotImplementedError as e:  # a type combination no kernel covers
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:  # no kernel for the types
         raise Unsupported(f"EXPECT cannot evaluate {expr.sql(dialect=DIALECT)} yet ({e})",
                           ) from None
     return pa.repeat(v, table.num_rows) if isinstance(v, pa.Scalar) else v
@@ -274,6 +274,8 @@ def _unify(vals: list[Value], op: str) -> list[Data]:
 def _widen(v: Data, t: pa.DataType) -> Data:
     if v.type == t:
         return v
+    if _kind(v.type) == "int" and _kind(t) == "dec":  # Arrow wants every digit its type has
+        v = pc.cast(v, _decimal(*_ps(v.type)))
     if _kind(v.type) == "dec" and _kind(t) == "float":
         # Arrow's decimal→double is not correctly rounded (2.01 is off by an ulp);
         # PostgreSQL's is (strtod of the text), and so is Arrow's text→double.
@@ -373,8 +375,10 @@ def _cast(v: Value, to: exp.DataType) -> Data:
         raise Unsupported(f"EXPECT cannot cast {_pg(v.type)} to numeric yet")
     st = parse_type(to.sql(dialect=DIALECT))
     t, kt = st.arrow, _kind(st.arrow)
-    if st.max_length or kt not in ("int", "dec", "float", "text", "time") or t == pa.float32():
-        raise Unsupported(f"EXPECT cannot cast to {st.name} yet")
+    # Not: real, timestamp(p) (rounds), char (pads), varchar(n) (truncates), jsonb, boolean.
+    if (kt not in ("int", "dec", "float", "text", "time") or t == pa.float32()
+            or (to.expressions and kt != "dec") or st.name in ("character", "jsonb")):
+        raise Unsupported(f"EXPECT cannot cast to {to.sql(dialect=DIALECT).lower()} yet")
     v = _parse(v, t) if isinstance(v, Unknown) else v
     ks = _kind(v.type)
     if v.type == t or ks == "null" or (ks, kt) in (("text", "text"), ("float", "float")):
@@ -451,18 +455,20 @@ def _number(text: str) -> pa.Scalar | Wide:
             if -(1 << (t.bit_width - 1)) <= int(text) < 1 << (t.bit_width - 1):
                 return pa.scalar(int(text), t)
     d = Decimal(text)
-    if len(d.as_tuple().digits) + abs(int(d.as_tuple().exponent)) > 76:
-        return Wide(text)
     digits, exponent = len(d.as_tuple().digits), int(d.as_tuple().exponent)
-    if exponent >= 0:  # 1e3 is 1000, numeric(4,0)
-        t = _decimal(digits + exponent, 0)
-        return pa.scalar(d.quantize(Decimal(1), context=Context(prec=t.precision)), t)
-    return pa.scalar(d, _decimal(max(digits, -exponent), -exponent))
+    p, s = (digits + exponent, 0) if exponent >= 0 else (max(digits, -exponent), -exponent)
+    if p > 76:
+        return Wide(text)
+    # 1e3 is 1000, numeric(4,0)
+    return pa.scalar(d.quantize(Decimal(1), context=Context(prec=p)) if exponent > 0 else d,
+                     _decimal(p, s))
 
 
-_NUM = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*", re.I)
+_NUM = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*", re.I | re.A)
 _TS = re.compile(r"\s*(\d{4}-\d\d-\d\d)(?:[ T]([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)"
-                 r"(?:\.(\d{1,6}))?)?)?\s*(z|[+-]\d\d(?::?\d\d)?)?\s*", re.I)
+                 r"(?:\.(\d{1,6}))?)?)?\s*(z|[+-]\d\d(?::?\d\d)?)?\s*", re.I | re.A)
+_WS = " \t\n\r\f\v"  # what PostgreSQL's input functions skip: C's isspace()
+_OTHER_FORMS = re.compile(r"_|^\s*[+-]?0[xob]|nan|inf", re.I)  # 1_000, 0x1F, NaN: refused, not wrong
 _BOOL = ((True, ("true", "yes", "on", "1")), (False, ("false", "no", "off", "0")))
 
 
@@ -475,22 +481,28 @@ def _parse(text: str, t: pa.DataType) -> pa.Scalar:
     invalid = _fail(f'invalid input syntax for type {_pg(t)}: "{text}"', "22P02")
     if k == "text":
         return pa.scalar(str(text), t)
+    if k in ("int", "dec", "float") and _OTHER_FORMS.search(text) and not (
+            k == "float" and text.strip(_WS).lower().lstrip("+-") in ("inf", "infinity", "nan")):
+        raise Unsupported(f"EXPECT cannot read '{text}' as {_pg(t)} yet")
     if k == "int":
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", text):
+        if not re.fullmatch(r"\s*[+-]?\d+\s*", text, re.A):
             raise invalid
         if not -(1 << (t.bit_width - 1)) <= int(text) < 1 << (t.bit_width - 1):
             raise _fail(f'value "{text}" is out of range for type {_pg(t)}', "22003")
         return pa.scalar(int(text), t)
     if k == "dec" and num:
-        return _number(num.group(1))
-    if k == "float" and (num or text.strip().lower().lstrip("+-") in ("inf", "infinity",
-                                                                       "nan")):
-        v = pc.cast(pa.scalar(text.strip()), t)  # correctly rounded, to float4 directly
+        v = _number(num.group(1))
+        if isinstance(v, Wide):
+            raise Unsupported(f"EXPECT cannot use '{text}' as numeric yet (76 digits at most)")
+        return v
+    if k == "float" and (num or text.strip(_WS).lower().lstrip("+-") in ("inf", "infinity",
+                                                                          "nan")):
+        v = pc.cast(pa.scalar(text.strip(_WS)), t)  # correctly rounded, to float4 directly
         if num and (pc.is_inf(v).as_py() or (v.as_py() == 0 and Decimal(num.group(1)) != 0)):
             raise _fail(f'"{text}" is out of range for type {_pg(t)}', "22003")
         return v
     if k == "bool":  # any unambiguous prefix, as boolin
-        word = text.strip().lower()
+        word = text.strip(_WS).lower()
         for value, words in _BOOL:
             if word and word != "o" and any(w.startswith(word) for w in words):
                 return pa.scalar(value)

@@ -60,9 +60,9 @@ PENDING = "_pending"
 class ExpectationFailed(Error):
     code = "23514"  # check_violation
 
-    def __init__(self, message: str, results: list[dict[str, Any]], **kw: Any):
+    def __init__(self, message: str, checked: Checked, **kw: Any):
         super().__init__(message, **kw)
-        self.results = results
+        self.checked = checked
 
 
 # -- definitions ----------------------------------------------------------------------
@@ -153,6 +153,14 @@ class Checked:
     quarantined: pa.Table | None  # the table's columns + the quarantine's own
     results: list[dict[str, Any]] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    report: str = ""  # GE's result, JSON, unexpected lists trimmed (for Data Docs)
+
+    def records(self, ts: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(mz_expectation_results rows, the run's row) stamped with ``ts``."""
+        return ([{**r, "ts": ts} for r in self.results],
+                [{"ts": ts, "object_id": self.results[0]["object_id"],
+                  "statement": self.results[0]["statement"], "report": self.report}]
+                if self.results else [])
 
 
 @cache
@@ -190,17 +198,13 @@ def validate(snap: Snapshot, table: Item, batch: pa.Table, statement: str) -> Ch
     frame_columns: dict[str, pa.ChunkedArray | pa.Array] = {}
     needed: set[str] = set()
     for i, e in enumerate(found):
+        expectation = _ge_of(e, i)
         if e.kind == "sql":
-            column = f"_mz_e{i}"
-            frame_columns[column] = arrow_expr.evaluate(condition(e), batch)
-            expectation = _ge_expectation(_ge_class("expect_column_values_to_not_be_in_set"),
-                                          {"column": column, "value_set": [False]}, e.name)
+            frame_columns[expectation.column] = arrow_expr.evaluate(condition(e), batch)
         else:
             args = json.loads(e.args)
-            expectation = _ge_expectation(_ge_class(e.definition), args, e.name)
             needed |= {args[k] for k in ("column", "column_A", "column_B") if k in args}
             needed |= set(args.get("column_list") or [])
-        expectation.meta = {"mzflow": i}
         suite.add_expectation(expectation)
     frame = _pandas(batch, needed)
     for name, values in frame_columns.items():
@@ -227,10 +231,25 @@ def validate(snap: Snapshot, table: Item, batch: pa.Table, statement: str) -> Ch
                         "rows_evaluated": batch.num_rows, "unexpected": unexpected,
                         "action": e.action, "outcome": "passed" if r.success else e.action,
                         "sample": _sample(batch, failing.get(i), r)})
-    checked = _apply(table, found, batch, failing, results, statement)
+    report = _report(outcome)
+    checked = _apply(table, found, batch, failing, results, statement, report)
     log.info("validated %d rows of %s against %d expectations in %.3f s", batch.num_rows,
              table.qualified_name, len(found), time.perf_counter() - started)
     return checked
+
+
+def _ge_of(e: Expectation, i: int) -> Any:
+    """The GE expectation that checks ``e`` (the ``i``-th of its object). A SQL condition
+    is a column of the batch, named by the expectation and its text (Data Docs show it),
+    whose values must not be false."""
+    if e.kind == "sql":
+        expectation = _ge_expectation(
+            _ge_class("expect_column_values_to_not_be_in_set"),
+            {"column": f"{e.name}: ({e.definition})", "value_set": [False]}, e.name)
+    else:
+        expectation = _ge_expectation(_ge_class(e.definition), json.loads(e.args), e.name)
+    expectation.meta = {"mzflow": i, "name": e.name, "action": e.action}
+    return expectation
 
 
 def validate_changes(snap: Snapshot, view: Item, changes: pa.Table, statement: str
@@ -253,16 +272,29 @@ def _sample(batch: pa.Table, mask: pa.Array | None, r: Any) -> str:
     return json.dumps(partial[:3], default=str) if partial or not r.success else ""
 
 
+def _report(outcome: Any) -> str:
+    """GE's result as JSON, without the full unexpected lists (a batch of a million
+    failing rows would store a million indexes)."""
+    doc = outcome.to_json_dict()
+    for r in doc.get("results", []):
+        result = r.get("result") or {}
+        for key in ("unexpected_list", "unexpected_index_list", "unexpected_index_query"):
+            result.pop(key, None)
+    return json.dumps(doc, default=str)
+
+
 def _apply(table: Item, found: list[Expectation], batch: pa.Table,
            failing: dict[int, pa.Array], results: list[dict[str, Any]],
-           statement: str) -> Checked:
+           statement: str, report: str) -> Checked:
     notices = [f'expectation "{r["expectation"]}" on "{table.name}": {r["unexpected"]} of '
                f'{r["rows_evaluated"]} rows failed ({r["action"]})'
                for r in results if r["unexpected"]]
     for i, e in enumerate(found):
         failed = next(r for r in results if r["expectation"] == e.name)
         if e.action == ddl.FAIL and failed["unexpected"]:
-            raise _failure(table, e, batch, failing.get(i), failed, results)
+            rejected = Checked(kept=batch.slice(0, 0), quarantined=None, results=results,
+                               report=report)
+            raise _failure(table, e, batch, failing.get(i), failed, rejected)
 
     def union(action: str) -> pa.Array | None:
         masks = [m for i, m in failing.items() if found[i].action == action]
@@ -288,7 +320,8 @@ def _apply(table: Item, found: list[Expectation], batch: pa.Table,
                                       pa.nulls(bad.num_rows, pa.int64()))
                        .append_column("_mz_statement",
                                       pa.array([statement] * bad.num_rows, pa.string())))
-    return Checked(kept=kept, quarantined=quarantined, results=results, notices=notices)
+    return Checked(kept=kept, quarantined=quarantined, results=results, notices=notices,
+                   report=report)
 
 
 def _indices(mask: pa.Array) -> list[int]:
@@ -296,7 +329,7 @@ def _indices(mask: pa.Array) -> list[int]:
 
 
 def _failure(table: Item, e: Expectation, batch: pa.Table, mask: pa.Array | None,
-             failed: dict[str, Any], results: list[dict[str, Any]]) -> ExpectationFailed:
+             failed: dict[str, Any], checked: Checked) -> ExpectationFailed:
     detail = f"{failed['unexpected']} of {failed['rows_evaluated']} rows fail it."
     if mask is not None:
         row = batch.filter(mask).slice(0, 1).to_pylist()[0]
@@ -305,7 +338,7 @@ def _failure(table: Item, e: Expectation, batch: pa.Table, mask: pa.Array | None
     elif failed["sample"]:
         detail = f"Unexpected values: {failed['sample']}. " + detail
     return ExpectationFailed(
-        f'new row for relation "{table.name}" violates expectation "{e.name}"', results,
+        f'new row for relation "{table.name}" violates expectation "{e.name}"', checked,
         detail=detail, hint="nothing was written; fix the rows or change the action with "
                             "ALTER TABLE … DROP CONSTRAINT and ADD CONSTRAINT")
 
@@ -397,6 +430,50 @@ def recover(warehouse: Path) -> None:
             path.unlink()
     for tmp in folder.glob("*.tmp"):
         tmp.unlink()
+
+
+# -- Great Expectations' Data Docs -------------------------------------------------------
+
+
+def build_docs(snap: Snapshot, runs: list[tuple[int, str, str, str]], folder: Path) -> Path:
+    """GE's Data Docs site under ``folder``: one suite per object with expectations (as
+    they stand) and every recorded validation of a batch. Returns the site's index."""
+    import datetime as dt
+
+    import great_expectations as gx
+    from great_expectations.core import ExpectationSuiteValidationResult
+    from great_expectations.core.expectation_validation_result import (
+        ExpectationValidationResult,
+    )
+    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.data_context.types.resource_identifiers import (
+        ExpectationSuiteIdentifier,
+        ValidationResultIdentifier,
+    )
+
+    folder.mkdir(parents=True, exist_ok=True)
+    ctx = gx.get_context(mode="file", project_root_dir=str(folder))
+    names = {i.id: i.name for i in snap.items}
+    for item in snap.items:
+        found = snap.expectations_on(item.id)
+        if found:
+            ctx.suites.add_or_update(gx.ExpectationSuite(
+                name=item.name, expectations=[_ge_of(e, i) for i, e in enumerate(found)]))
+    for ts, object_id, statement, report in runs:
+        doc = json.loads(report)
+        name = names.get(object_id, object_id)  # a dropped object: its id
+        result = ExpectationSuiteValidationResult(
+            results=[ExpectationValidationResult(**r) for r in doc.get("results", [])],
+            suite_name=name, success=bool(doc.get("success")),
+            statistics=doc.get("statistics"), meta=doc.get("meta"))
+        when = dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
+        key = ValidationResultIdentifier(
+            expectation_suite_identifier=ExpectationSuiteIdentifier(name=name),
+            run_id=RunIdentifier(run_name=statement.replace(" ", "_"), run_time=when),
+            batch_identifier=f"{name}-{ts}")
+        ctx.validation_results_store.set(key, result)
+    ctx.build_data_docs()
+    return folder / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
 
 
 # -- a summary per object, for the Airflow plugin ----------------------------------------

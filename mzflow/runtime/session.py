@@ -184,9 +184,10 @@ class Connection:
                                  full_refresh=full_refresh, record=self._record_results)
                 for index in ticks.indexes_to_tick(snap, cluster, object)]
 
-    def _record_results(self, rows: list[dict[str, Any]]) -> None:
+    def _record_results(self, rows: list[dict[str, Any]], runs: list[dict[str, Any]]
+                        ) -> None:
         with self.store.write() as w:
-            w.record_results(rows)
+            w.record_results(rows, runs)
 
     def subscribe(self, sql: str, *, poll_seconds: float = 0.5) -> subscribe_mod.Subscription:
         """``SUBSCRIBE …`` as an iterator of rows (it waits for writes; stop iterating, or

@@ -105,12 +105,12 @@ class TableWrites:
                 ts = w.allocate_ts()
                 version = self._apply(w, item, ts, count if key is None else 1, apply, bad)
                 if checked is not None:
-                    w.record_results([{**r, "ts": ts} for r in checked.results])
+                    w.record_results(*checked.records(ts))
                 w.committed(ts)
         except quality.ExpectationFailed as failed:
             # Nothing was written; the results say why, in a transaction of their own.
             with self.store.write() as again:
-                again.record_results([{**r, "ts": now_ms()} for r in failed.results])
+                again.record_results(*failed.checked.records(now_ms()))
             raise
         if version is not None and w.snapshot.projections_on(item.id):
             # Projections follow their table's commit (Delta has no two-table commit),

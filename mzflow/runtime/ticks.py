@@ -63,7 +63,7 @@ class TickReport:
                 f"{self.seconds:.2f} s")
 
 
-Record = Callable[[list[dict[str, Any]]], None]
+Record = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
 
 # Planning a definition (bind, inline, lower: sqlglot) costs a tick ~0.15 s. It depends
 # on the catalog only, which (installation, version) names: every DDL bumps the version.
@@ -109,11 +109,11 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                 checked = quality.validate_changes(snap, plan.on, changes,
                                                    f"tick {index.name}")
                 if checked is not None and record is not None:
-                    record([{**r, "ts": at} for r in checked.results])
+                    record(*checked.records(at))
         except quality.ExpectationFailed as failed:
             # FAIL rejects the tick: nothing is committed, the index stays where it was.
             if record is not None:
-                record([{**r, "ts": at} for r in failed.results])
+                record(*failed.checked.records(at))
             raise
         except reads.InvalidTimestamp:
             raise
