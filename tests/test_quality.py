@@ -448,3 +448,11 @@ def test_data_docs_show_each_validated_batch(conn: mzflow.Connection) -> None:
               or "pos: (k > 0)" in p.read_text()]
     assert len(failed) == 2  # the SQL condition is named on both pages
     assert (site / "expectations" / "t.html").is_file()
+
+
+def test_two_quarantine_expectations_share_one_quarantine(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, s text, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION "
+                 "QUARANTINE, CONSTRAINT named EXPECT (s IS NOT NULL) ON VIOLATION QUARANTINE)")
+    conn.execute("INSERT INTO t VALUES (1, 'a'), (-1, 'b'), (2, NULL), (-3, NULL)")
+    bad = sorted((r["k"], r["_mz_expectations"]) for r in rows_of(conn, "t_quarantine"))
+    assert bad == [(-3, "pos, named"), (-1, "pos"), (2, "named")]

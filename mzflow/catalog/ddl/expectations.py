@@ -79,8 +79,9 @@ def definition_of(node: ast.Expectation) -> tuple[str, str, str]:
 
 
 def insert(w: Writer, snap: Snapshot, table: Item, node: ast.Expectation, ts: int,
-           check: Check, create_shard: CreateShard) -> Expectation:
-    """Check and record one expectation of ``table`` (``snap`` already holds the table)."""
+           check: Check, create_shard: CreateShard) -> Snapshot:
+    """Check and record one expectation of ``table`` (``snap`` already holds the table);
+    returns ``snap`` with it (and any quarantine table it made)."""
     name = node.this.name
     if any(e.name == name for e in snap.expectations_on(table.id)):
         raise DuplicateObject(f'constraint "{name}" for relation "{table.name}" already '
@@ -90,20 +91,22 @@ def insert(w: Writer, snap: Snapshot, table: Item, node: ast.Expectation, ts: in
                               kind=kind, definition=definition, args=args,
                               action=node.args.get("action") or WARN, created_ts=ts)
     check(snap, table, expectation)
+    made = None
     if expectation.action == QUARANTINE:
-        _ensure_quarantine(w, snap, table, ts, create_shard)
+        made = _ensure_quarantine(w, snap, table, ts, create_shard)
     w.insert_expectation(expectation)
-    return expectation
+    return dataclasses.replace(snap, expectations=snap.expectations + (expectation,),
+                               items=snap.items + ((made,) if made else ()))
 
 
 def _ensure_quarantine(w: Writer, snap: Snapshot, table: Item, ts: int,
-                       create_shard: CreateShard) -> None:
+                       create_shard: CreateShard) -> Item | None:
     name = quarantine_name(table.name)
     existing = snap.find(name)
     if existing is not None:
         if existing.kind == TABLE and [c.name for c in existing.columns][-3:] == [
                 c.name for c in QUARANTINE_COLUMNS]:
-            return  # made by an earlier QUARANTINE expectation
+            return None  # made by an earlier QUARANTINE expectation
         raise DuplicateObject(f'cannot create quarantine table "{name}": that name is taken',
                               hint="rename or drop it first")
     check_new_name(snap, name)
@@ -115,6 +118,7 @@ def _ensure_quarantine(w: Writer, snap: Snapshot, table: Item, ts: int,
                     create_sql=normalize.create_table_sql(name, columns))
     w.insert_item(item)
     create_shard(item, ts)
+    return item
 
 
 def of_create(w: Writer, stmt: ast.CreateTable, table: Item, ts: int, check: Check,
@@ -123,8 +127,7 @@ def of_create(w: Writer, stmt: ast.CreateTable, table: Item, ts: int, check: Che
     snap = dataclasses.replace(w.snapshot, items=w.snapshot.items + (table,))
     for node in stmt.this.expressions:
         if isinstance(node, ast.Expectation):
-            e = insert(w, snap, table, node, ts, check, create_shard)
-            snap = dataclasses.replace(snap, expectations=snap.expectations + (e,))
+            snap = insert(w, snap, table, node, ts, check, create_shard)
 
 
 def alter(store: Store, stmt: ast.AlterExpectation, check: Check,
@@ -177,8 +180,7 @@ def _set_suite(w: Writer, table: Item, path: str, check: Check,
             ge_type=exp.to_identifier(kind),
             ge_args=[ast.Option(this=exp.to_identifier(k), value=_to_literal(v))
                      for k, v in kwargs.items()], action=action)
-        e = insert(w, snap, table, node, ts, check, create_shard)
-        snap = dataclasses.replace(snap, expectations=snap.expectations + (e,))
+        snap = insert(w, snap, table, node, ts, check, create_shard)
     w.committed(ts)
     return [f'{len(entries)} expectations of suite "{suite_name}" attached to "{table.name}"']
 

@@ -86,9 +86,8 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str,
             assert check_expectation is not None
             snap = dataclasses.replace(w.snapshot, items=w.snapshot.items + (item,))
             for node in expects:
-                e = expectations.insert(w, snap, item, node, 0, check_expectation,
-                                        _no_shard)
-                snap = dataclasses.replace(snap, expectations=snap.expectations + (e,))
+                snap = expectations.insert(w, snap, item, node, 0, check_expectation,
+                                           _no_shard)
     return []
 
 
