@@ -462,15 +462,16 @@ def build_docs(snap: Snapshot, runs: list[tuple[int, str, str, str]], folder: Pa
     for ts, object_id, statement, report in runs:
         doc = json.loads(report)
         name = names.get(object_id, object_id)  # a dropped object: its id
+        when = dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
+        run = RunIdentifier(run_name=statement.replace(" ", "_"), run_time=when)
         result = ExpectationSuiteValidationResult(
             results=[ExpectationValidationResult(**r) for r in doc.get("results", [])],
             suite_name=name, success=bool(doc.get("success")),
-            statistics=doc.get("statistics"), meta=doc.get("meta"))
-        when = dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
+            statistics=doc.get("statistics"),
+            meta={**(doc.get("meta") or {}), "run_id": run, "mzflow_time": ts})
         key = ValidationResultIdentifier(
             expectation_suite_identifier=ExpectationSuiteIdentifier(name=name),
-            run_id=RunIdentifier(run_name=statement.replace(" ", "_"), run_time=when),
-            batch_identifier=f"{name}-{ts}")
+            run_id=run, batch_identifier=f"{name}-{ts}")
         ctx.validation_results_store.set(key, result)
     ctx.build_data_docs()
     return folder / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
