@@ -46,6 +46,7 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/projection.sql
 	@echo "== an expectation quarantines a bad row; the fixed row is replayed"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/quality.sql
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow quality docs
 	@echo "== the daily sink: its first interval ends at midnight in Europe/Berlin"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sink run daily_totals
 	@echo "== what the catalog now holds"
