@@ -44,25 +44,36 @@ _CMP: Ops = {exp.EQ: ("equal", "="), exp.NEQ: ("not_equal", "<>"), exp.LT: ("les
              exp.LTE: ("less_equal", "<="), exp.GT: ("greater", ">"),
              exp.GTE: ("greater_equal", ">=")}
 _ARITH: Ops = {exp.Add: ("add", "+"), exp.Sub: ("subtract", "-"), exp.Mul: ("multiply", "*")}
-_OPERATORS: dict[type[exp.Expr], str] = {exp.Div: "operator /", exp.Mod: "operator %",
-                                         exp.DPipe: "operator ||"}
+_OPERATORS: dict[type[exp.Expr], str] = {
+    exp.Div: "operator /", exp.Mod: "operator %", exp.DPipe: "operator ||", exp.Case: "CASE",
+    exp.NullSafeEQ: "IS NOT DISTINCT FROM", exp.NullSafeNEQ: "IS DISTINCT FROM",
+    exp.SimilarTo: "SIMILAR TO"}
 
 
-def check(expr: exp.Expr, types: Mapping[str, str]) -> None:
+def check(expr: exp.Expr, types: Mapping[str, str], *, boolean: bool = True) -> None:
     """Raise Unsupported (or PostgreSQL's error for a bad expression) unless evaluate()
-    can evaluate ``expr`` over columns of these catalog types."""
+    can evaluate ``expr`` over columns of these catalog types. ``boolean`` False: any
+    value (a projection's keys and aggregate arguments)."""
     evaluate(expr, pa.schema([(n, parse_type(t).arrow) for n, t in types.items()])
-             .empty_table())
+             .empty_table(), boolean=boolean)
 
 
-def evaluate(expr: exp.Expr, table: pa.Table) -> pa.ChunkedArray | pa.Array:
-    """The expression's value per row: a boolean array, NULL where SQL gives NULL."""
+def evaluate(expr: exp.Expr, table: pa.Table, *, boolean: bool = True
+             ) -> pa.ChunkedArray | pa.Array:
+    """The expression's value per row: a boolean array (any type when ``boolean`` is
+    False), NULL where SQL gives NULL."""
     try:
-        v = _bool(_eval(expr, table), "EXPECT")
+        v = _eval(expr, table)
+        if boolean:
+            v = _bool(v, "EXPECT")
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:  # no kernel for the types
         raise Unsupported(f"EXPECT cannot evaluate {expr.sql(dialect=DIALECT)} yet ({e})",
                           ) from None
-    return pa.repeat(v, table.num_rows) if isinstance(v, pa.Scalar) else v
+    if isinstance(v, pa.Scalar):
+        return pa.repeat(v, table.num_rows)
+    if not isinstance(v, pa.Array | pa.ChunkedArray):  # an untyped literal alone
+        raise Unsupported(f"cannot evaluate {expr.sql(dialect=DIALECT)} on its own yet")
+    return v
 
 
 def _eval(node: exp.Expr, table: pa.Table) -> Value:
@@ -73,6 +84,8 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
         if node.name not in table.column_names:
             raise UnknownColumn(f'column "{node.name}" does not exist')
         col = table.column(node.name)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
         return col.cast(pa.large_string()) if pa.types.is_string_view(col.type) else col
     if isinstance(node, exp.Literal):
         return Unknown(node.this) if node.is_string else _number(node.this)
@@ -85,11 +98,7 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
     if type(node) in _CMP:
         return _compare(*_CMP[type(node)], ev(node.this), ev(node.expression))
     if isinstance(node, exp.And | exp.Or):
-        # Row by row, PostgreSQL stops at the first FALSE (AND) or TRUE (OR) operand.
-        left, is_and = _bool(ev(node.this), node.key.upper()), isinstance(node, exp.And)
-        needed = pc.fill_null(left if is_and else pc.invert(left), True)
-        right = _bool(_lazy(node.expression, table, needed), node.key.upper())
-        return (pc.and_kleene if is_and else pc.or_kleene)(left, right)
+        return _connective(node, table)
     if isinstance(node, exp.Not):
         return pc.invert(_bool(ev(node.this), "NOT"))
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null | exp.Boolean):
@@ -123,6 +132,8 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
                                              or node.args.get("encoding")):
         return pc.utf8_length(_text(ev(node.this), "length"))
     if isinstance(node, exp.Lower | exp.Upper):
+        # Unicode's simple case mapping (upper('ß') is 'ẞ'); PostgreSQL's follows the
+        # database's locale (C: ASCII only; ICU: full mappings, 'SS'). ASCII agrees.
         return getattr(pc, f"utf8_{node.key}")(_text(ev(node.this), node.key))
     if isinstance(node, exp.Trim) and not node.args.get("collation"):
         chars = node.expression
@@ -134,15 +145,60 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
         return trim(_text(ev(node.this), "btrim"), characters=chars.this if chars else " ")
     if isinstance(node, exp.Coalesce):
         vals: list[Value] = []
-        for arg in [node.this, *node.expressions]:  # evaluated until one is not NULL
+        args = [node.this, *node.expressions]
+        for k, arg in enumerate(args):  # each row runs them until one is not NULL
             pending = reduce(pc.and_kleene, [_isnull(v) for v in vals], pa.scalar(True))
             vals.append(_lazy(arg, table, pending))
+            if isinstance(vals[-1], Unknown) or (isinstance(vals[-1], pa.Scalar)
+                                                 and vals[-1].is_valid):
+                # The planner drops what follows a constant: typed, never run.
+                rest = [_eval(a, table.slice(0, 0)) for a in args[k + 1:]]
+                vals += [v if isinstance(v, pa.Scalar | Unknown) else pa.scalar(None, v.type)
+                         for v in rest]
+                break
         return pc.coalesce(*_unify(vals, "COALESCE"))
     raise _unsupported(node)
 
 
+def _connective(node: exp.And | exp.Or, table: pa.Table) -> Data:
+    """AND/OR as PostgreSQL runs them. The planner folds constant operands first, and a
+    FALSE one decides an AND (a TRUE one an OR) without running the rest; then each row
+    runs the others left to right, up to the first that decides it."""
+    is_and, name = isinstance(node, exp.And), node.key.upper()
+    combine = pc.and_kleene if is_and else pc.or_kleene
+    ops = _operands(node, type(node))
+    consts = {id(o) for o in ops if not o.find(exp.Column)}
+    result = None
+    for op in (o for o in ops if id(o) in consts):
+        v = _bool(_eval(op, table), name)
+        if v.as_py() is (not is_and):
+            for rest in ops:  # still typed, as PostgreSQL's parser types them
+                if id(rest) not in consts:
+                    _bool(_eval(rest, table.slice(0, 0)), name)
+            return v
+        result = v if result is None else combine(result, v)  # for AND, TRUE or NULL
+    for op in ops:
+        if id(op) in consts:
+            continue
+        if result is None:
+            result = _bool(_eval(op, table), name)
+        else:
+            needed = pc.fill_null(result if is_and else pc.invert(result), True)
+            result = combine(result, _bool(_lazy(op, table, needed), name))
+    return result
+
+
+def _operands(node: exp.Expr, cls: type) -> list[exp.Expr]:
+    node = node.unnest()
+    if type(node) is cls:
+        return _operands(node.this, cls) + _operands(node.expression, cls)
+    return [node]
+
+
 def _unsupported(node: exp.Expr) -> Unsupported:
-    if isinstance(node, exp.Anonymous):
+    if type(node) in _OPERATORS:
+        what = _OPERATORS[type(node)]
+    elif isinstance(node, exp.Anonymous):
         what = f"function {node.name}"
     elif node.find(exp.Query):
         what = "subquery"
@@ -151,7 +207,7 @@ def _unsupported(node: exp.Expr) -> Unsupported:
     elif isinstance(node, exp.Func):
         what = f"function {node.sql_name().lower()}"
     else:
-        what = _OPERATORS.get(type(node), node.key.replace("_", " "))
+        what = node.key.replace("_", " ")
     return Unsupported(f"EXPECT cannot use {what} yet")
 
 
@@ -277,10 +333,11 @@ def _widen(v: Data, t: pa.DataType) -> Data:
     if _kind(v.type) == "int" and _kind(t) == "dec":  # Arrow wants every digit its type has
         v = pc.cast(v, _decimal(*_ps(v.type)))
     if _kind(v.type) == "dec" and _kind(t) == "float":
-        # Arrow's decimal→double is not correctly rounded (2.01 is off by an ulp);
+        # Arrow's decimal→double is not correctly rounded (3.03 gives 3.0300000000000002);
         # PostgreSQL's is (strtod of the text), and so is Arrow's text→double.
         return pc.cast(pc.cast(v, pa.string()), t)
-    return pc.cast(v, t, safe=False)  # widening only: unsafe lets int64 → float64 round
+    # Widening, or narrowing to digits the values fit in; unsafe lets int64 → float64 round.
+    return pc.cast(v, t, safe=False)
 
 
 def _bool(v: Value, what: str) -> Data:
@@ -468,7 +525,7 @@ _NUM = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*", re.I | re.A
 _TS = re.compile(r"\s*(\d{4}-\d\d-\d\d)(?:[ T]([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)"
                  r"(?:\.(\d{1,6}))?)?)?\s*(z|[+-]\d\d(?::?\d\d)?)?\s*", re.I | re.A)
 _WS = " \t\n\r\f\v"  # what PostgreSQL's input functions skip: C's isspace()
-_OTHER_FORMS = re.compile(r"_|^\s*[+-]?0[xob]|nan|inf", re.I)  # 1_000, 0x1F, NaN: refused, not wrong
+_OTHER_FORMS = re.compile(r"_|^\s*[+-]?0[xob]|nan|inf", re.I)  # 1_000, 0x1F, NaN: refused
 _BOOL = ((True, ("true", "yes", "on", "1")), (False, ("false", "no", "off", "0")))
 
 

@@ -31,6 +31,7 @@ from mzflow.storage.projection import (
     PART,
     ProjectionShard,
     part_name,
+    plain_strings,
     read_files,
     read_keys,
 )
@@ -87,6 +88,10 @@ def compute(table: Item, s: Shape, files: list[str]) -> pa.Table:
 
     if s.kind == shapes.SORTED and not s.where and files:
         return _sorted_rows(s, files)
+    if s.kind == AGGREGATE and files:
+        rows = _aggregate_rows(table, s, files)
+        if rows is not None:
+            return _plain(rows)
 
     view = f"mz_projsrc_{s.projection.id}_{next(_seq)}"
     _source(table, s, files).createOrReplaceTempView(view)
@@ -113,6 +118,86 @@ def _sorted_rows(s: Shape, files: list[str]) -> pa.Table:
                                                         pa.string())))
     rows = pa.concat_tables(pieces, promote_options="permissive")
     return _plain(rows.sort_by([(c, "ascending") for c in s.order]))
+
+
+def _aggregate_rows(table: Item, s: Shape, files: list[str]) -> pa.Table | None:
+    """An aggregate projection's partials of ``files``, computed in Arrow per file (no
+    Spark job: a 1 % INSERT into lineitem paid ~0.2-0.35 s per projection for one).
+    None when an expression is beyond the Arrow evaluator: Spark computes those."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from mzflow.errors import Error
+    from mzflow.render import arrow_expr
+    from mzflow.storage.types import parse_type
+
+    types = {c.name: c.type for c in table.columns_at(s.version)}
+    # The bound expressions name the table; the Arrow evaluator reads one table's
+    # columns by their own names.
+    where, key_exprs = [_bare(e) for e in s.where], [_bare(e) for e in s.keys]
+    args = [_bare(p.arg) if p.arg is not None else None for p in s.partials]
+    try:
+        for e in where:
+            arrow_expr.check(e, types)
+        for e in (*key_exprs, *[a for a in args if a is not None]):
+            arrow_expr.check(e, types, boolean=False)
+    except Error:  # beyond the evaluator (or an expression it types otherwise): Spark
+        return None
+    needed = sorted({c.name for e in (*where, *key_exprs, *[a for a in args if a is not None])
+                     for c in e.find_all(exp.Column)})
+    keys = list(s.key_columns)
+    pieces = []
+    for f in files:
+        path = f.removeprefix("file://")
+        present = set(pq.read_schema(path).names)
+        data = plain_strings(pq.read_table(path, columns=[c for c in needed if c in present]))
+        for c in needed:  # a column added after this file was written: NULL here
+            if c not in present:
+                data = data.append_column(c, pa.nulls(data.num_rows,
+                                                      parse_type(types[c]).arrow))
+        for cond in where:  # WHERE keeps the rows whose condition is true
+            data = data.filter(pc.fill_null(arrow_expr.evaluate(cond, data), False))
+        columns: dict[str, Any] = {k: arrow_expr.evaluate(e, data, boolean=False)
+                                   for k, e in zip(keys, key_exprs, strict=True)}
+        aggs: list[tuple[Any, ...]] = []
+        names = []
+        for i, (p, arg) in enumerate(zip(s.partials, args, strict=True)):
+            names.append(p.column)
+            if arg is None:
+                aggs.append(([], "count_all"))
+                continue
+            value = arrow_expr.evaluate(arg, data, boolean=False)
+            if p.func == "avg_sum" and pa.types.is_decimal(value.type):
+                value = pc.cast(value, pa.decimal128(38, value.type.scale))  # as Spark's
+            columns[f"_v{i}"] = value
+            aggs.append((f"_v{i}", {"avg_sum": "sum", "count": "count"}.get(p.func, p.func)))
+        if data.num_rows == 0:
+            continue  # Spark's GROUP BY part gives such a part no row either
+        frame = pa.table({k: _whole(v, data.num_rows) for k, v in columns.items()}
+                         ) if columns else pa.table({"_n": pa.nulls(data.num_rows)})
+        grouped = frame.group_by(keys, use_threads=False).aggregate(aggs)
+        out = grouped.select([f"{a[0]}_{a[1]}" if a[0] else "count_all" for a in aggs]
+                             + keys).rename_columns(names + keys)
+        pieces.append(out.add_column(0, PART, pa.array([part_name(f)] * out.num_rows,
+                                                       pa.string())))
+    if not pieces:
+        return None  # no rows at all: let Spark give the empty result its types
+    return pa.concat_tables(pieces, promote_options="permissive").select(
+        [PART, *keys, *names])
+
+
+def _bare(e: exp.Expr) -> exp.Expr:
+    out = e.copy()
+    for col in out.find_all(exp.Column):
+        col.set("table", None)
+    return out
+
+
+def _whole(v: Any, n: int) -> Any:
+    """An evaluated expression as a column of ``n`` values (a constant is a scalar)."""
+    if isinstance(v, pa.Scalar):
+        return pa.array([v.as_py()] * n, v.type)
+    return v
 
 
 def _plain(table: pa.Table) -> pa.Table:

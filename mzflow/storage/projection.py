@@ -206,10 +206,19 @@ def read_keys(files: list[str], key: str, values: list[Any] | None, columns: lis
                     wanted, piece.schema.field(key).type)))
             except (pa.ArrowException, TypeError):
                 pass
-        pieces.append(piece)
+        pieces.append(plain_strings(piece))
     if not pieces:
         return pa.table({c: pa.array([], pa.null()) for c in columns}), read
     return pa.concat_tables(pieces, promote_options="permissive"), read
+
+
+def plain_strings(table: pa.Table) -> pa.Table:
+    """Strings as ``string``: Parquet files written by delta-rs read back as
+    ``string_view``, which neither concatenates with ``string`` nor sorts (pyarrow 26)."""
+    fields = [pa.field(f.name, pa.string(), f.nullable)
+              if f.type in (pa.string_view(), pa.large_string()) else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
 
 
 def _unquote(path: str) -> str:
