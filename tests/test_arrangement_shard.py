@@ -120,3 +120,25 @@ def test_merges_keep_the_batches_few_and_the_contents_exact(tmp_path: Path) -> N
     assert max(counts) <= 8, counts
     print(f"batches in the chain over 40 appends: {counts}")
 
+
+
+def test_files_with_string_views_combine_with_plain_strings(tmp_path: Path) -> None:
+    """Files hold whatever string type their writer was handed (delta-rs keeps it):
+    a table's base files and later batches can mix ``string`` and ``string_view``, which
+    pyarrow 26 will not concatenate. A bench run's arrangement rebuild failed so."""
+    import glob
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from mzflow.runtime.tick.arrange import _rows_of
+    from mzflow.storage.delta import Shard
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"k": [1], "s": pa.array(["a"], pa.string())}))
+    write_deltalake(str(path), pa.table({"k": [2], "s": pa.array(["b"], pa.string_view())}),
+                    mode="append")
+    files = sorted(glob.glob(str(path / "*.parquet")))
+    rows = _rows_of(files, Shard(path), 1)
+    assert rows.schema.field("s").type == pa.string()
+    assert sorted(rows.column("s").to_pylist()) == ["a", "b"]

@@ -31,10 +31,10 @@ from mzflow.storage.projection import (
     PART,
     ProjectionShard,
     part_name,
-    plain_strings,
     read_files,
     read_keys,
 )
+from mzflow.storage.rows import plain_strings
 from mzflow.storage.types import spark_ddl
 
 log = logging.getLogger("mzflow.projections")

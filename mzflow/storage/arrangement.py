@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mzflow.storage.delta import DIFF, TS_KEY, Shard
+from mzflow.storage.rows import plain_strings
 
 FROM, UPTO, BATCH = "_mz_from", "_mz_upto", "_mz_batch"
 _META = (DIFF, FROM, UPTO, BATCH)
@@ -142,7 +143,7 @@ class ArrangementShard(Shard):
 
     def merge(self, run: list[Batch], ts: int, *, group_rows: int, file_size: int) -> None:
         """Replace consecutive batches by one, consolidated (diffs that cancel vanish)."""
-        tables = [pq.read_table(f) for b in run for f in b.files]
+        tables = [plain_strings(pq.read_table(f)) for b in run for f in b.files]
         whole = pa.concat_tables([t.drop_columns([c for c in (FROM, UPTO, BATCH)
                                                   if c in t.column_names]) for t in tables],
                                  promote_options="default")
@@ -222,7 +223,8 @@ class ArrangementShard(Shard):
         for f, picked in plan:
             meta = _footer(f)
             present = [c for c in [*columns, DIFF] if c in meta.schema.names]
-            part = pq.ParquetFile(f, metadata=meta).read_row_groups(picked, columns=present)
+            part = plain_strings(pq.ParquetFile(f, metadata=meta).read_row_groups(
+                picked, columns=present))
             try:
                 keys = pa.array(ordered, part.schema.field(self.key).type)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError):
@@ -233,8 +235,8 @@ class ArrangementShard(Shard):
             pieces.append(part.filter(mask))
         if not pieces:  # typed like the stored rows, for Spark
             schema = _footer(chain[-1].files[0]).schema.to_arrow_schema()
-            pieces.append(schema.empty_table().select(
-                [c for c in [*columns, DIFF] if c in schema.names]))
+            pieces.append(plain_strings(schema.empty_table().select(
+                [c for c in [*columns, DIFF] if c in schema.names])))
         found = pa.concat_tables(pieces, promote_options="default")
         for c in columns:  # a column added after these batches were written: NULL
             if c not in found.column_names:

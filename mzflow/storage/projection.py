@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from mzflow.storage.delta import TABLE_CONFIG, _log
+from mzflow.storage.rows import plain_strings
 
 PART = "_mz_part"
 STATS_KEY = "mzflow.projection"  # commit metadata: what a write cost (mz_projection_history)
@@ -157,7 +158,8 @@ def read_files(files: list[str], schema: pa.Schema) -> pa.Table:
     fields = [f for f in schema if f.name != PART]
     if not files:
         return pa.schema(fields).empty_table()
-    tables = [pq.read_table(f).select([f.name for f in fields]).cast(pa.schema(fields))
+    tables = [plain_strings(pq.read_table(f)).select([f.name for f in fields])
+              .cast(pa.schema(fields))
               for f in files]
     return pa.concat_tables(tables)
 
@@ -210,15 +212,6 @@ def read_keys(files: list[str], key: str, values: list[Any] | None, columns: lis
     if not pieces:
         return pa.table({c: pa.array([], pa.null()) for c in columns}), read
     return pa.concat_tables(pieces, promote_options="permissive"), read
-
-
-def plain_strings(table: pa.Table) -> pa.Table:
-    """Strings as ``string``: Parquet files written by delta-rs read back as
-    ``string_view``, which neither concatenates with ``string`` nor sorts (pyarrow 26)."""
-    fields = [pa.field(f.name, pa.string(), f.nullable)
-              if f.type in (pa.string_view(), pa.large_string()) else f
-              for f in table.schema]
-    return table.cast(pa.schema(fields))
 
 
 def _unquote(path: str) -> str:

@@ -178,11 +178,11 @@ def _rows_of(files: Sequence[str], table: Shard, version: int) -> pa.Table:
     batch. Files written before an ADD COLUMN lack it: NULL there."""
     import pyarrow.parquet as pq
 
-    parts = [pq.read_table(f.removeprefix("file://")) for f in files]
+    from mzflow.storage.rows import plain_strings
+
+    parts = [plain_strings(pq.read_table(f.removeprefix("file://"))) for f in files]
     if parts:
         rows = pa.concat_tables(parts, promote_options="default")
     else:
-        rows = table.arrow_schema(version).empty_table()
-    rows = rows.cast(pa.schema([f.with_type(pa.string()) if f.type == pa.string_view()
-                                else f for f in rows.schema]))
+        rows = plain_strings(table.arrow_schema(version).empty_table())
     return rows.append_column(DIFF, pa.array([1] * rows.num_rows, pa.int64()))
