@@ -456,3 +456,20 @@ def test_two_quarantine_expectations_share_one_quarantine(conn: mzflow.Connectio
     conn.execute("INSERT INTO t VALUES (1, 'a'), (-1, 'b'), (2, NULL), (-3, NULL)")
     bad = sorted((r["k"], r["_mz_expectations"]) for r in rows_of(conn, "t_quarantine"))
     assert bad == [(-3, "pos, named"), (-1, "pos"), (2, "named")]
+
+
+def test_a_quarantine_gains_the_columns_its_table_gains(conn: mzflow.Connection) -> None:
+    conn.execute("CREATE TABLE t (k int, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION "
+                 "QUARANTINE)")
+    conn.execute("INSERT INTO t VALUES (-1)")
+    conn.execute("ALTER TABLE t ADD COLUMN note text")
+    columns = [r[0] for r in conn.execute("SHOW COLUMNS FROM t_quarantine").rows]
+    assert columns == ["k", "_mz_expectations", "_mz_quarantined_at", "_mz_statement", "note"]
+    conn.execute("INSERT INTO t VALUES (-2, 'late'), (3, 'ok')")
+    bad = sorted((r["k"], r["note"]) for r in rows_of(conn, "t_quarantine"))
+    assert bad == [(-2, "late"), (-1, None)]
+    # Adding another QUARANTINE expectation reuses it.
+    conn.execute("ALTER TABLE t ADD CONSTRAINT noted EXPECT (note <> '') ON VIOLATION "
+                 "QUARANTINE")
+    assert conn.execute("SELECT count(*) FROM mz_tables WHERE name = 't_quarantine'"
+                        ).rows == [(1,)]

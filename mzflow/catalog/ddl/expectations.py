@@ -99,13 +99,21 @@ def insert(w: Writer, snap: Snapshot, table: Item, node: ast.Expectation, ts: in
                                items=snap.items + ((made,) if made else ()))
 
 
+def quarantine_of(snap: Snapshot, table: Item) -> Item | None:
+    """The table's quarantine table, if an expectation made one."""
+    item = snap.find(quarantine_name(table.name))
+    if item is None or item.kind != TABLE:
+        return None
+    names = {c.name for c in item.columns}
+    return item if all(c.name in names for c in QUARANTINE_COLUMNS) else None
+
+
 def _ensure_quarantine(w: Writer, snap: Snapshot, table: Item, ts: int,
                        create_shard: CreateShard) -> Item | None:
     name = quarantine_name(table.name)
     existing = snap.find(name)
     if existing is not None:
-        if existing.kind == TABLE and [c.name for c in existing.columns][-3:] == [
-                c.name for c in QUARANTINE_COLUMNS]:
+        if quarantine_of(snap, table) is not None:
             return None  # made by an earlier QUARANTINE expectation
         raise DuplicateObject(f'cannot create quarantine table "{name}": that name is taken',
                               hint="rename or drop it first")

@@ -169,5 +169,15 @@ def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notic
                                                 item.partition_by)
         w.add_column(item, column, f"u{w.next_id('global')}", create_sql)
         add_to_shard(item, column, ts)
+        # The table's quarantine gains the column too: the rows it will hold have it.
+        from mzflow.catalog.ddl.expectations import quarantine_of
+
+        quarantine = quarantine_of(w.snapshot, item)
+        if quarantine is not None and all(c.name != column.name for c in quarantine.columns):
+            qcol = Column(column.name, column.type, True, version_added=quarantine.version + 1)
+            w.add_column(quarantine, qcol, f"u{w.next_id('global')}",
+                         normalize.create_table_sql(quarantine.name,
+                                                    quarantine.columns + (qcol,)))
+            add_to_shard(quarantine, qcol, ts)
         w.committed(ts)
     return []
