@@ -16,8 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+from table_writes import orders_file  # bench/ is the script's folder
 
 import mzflow
 
@@ -37,15 +36,7 @@ def main() -> None:
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="mzflow-bench-quality-"))
     n = args.rows
-    data = pa.table({
-        "id": pa.array(range(n), pa.int64()),
-        "customer": pa.array([i % 9973 for i in range(n)], pa.int32()),
-        "amount": pa.array([f"{(i % 100000) / 100:.2f}" for i in range(n)]).cast(
-            pa.decimal128(12, 2)),
-        "note": pa.array([f"order {i}" for i in range(n)]),
-    })
-    path = home / "orders.parquet"
-    pq.write_table(data, path)
+    path = orders_file(home, n)  # the same file bench/table_writes.py COPYs
     variants = {"none": "", "three": ", " + CHECKS, "quarantine 1 %": ", " + QUARANTINE}
     times: dict[str, list[float]] = {v: [] for v in variants}
     statuses: dict[str, str] = {}

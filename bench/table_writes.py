@@ -20,13 +20,8 @@ import pyarrow.parquet as pq
 import mzflow
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--inserts", type=int, default=200)
-    args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="mzflow-bench-"))
-    n = args.rows
+def orders_file(home: Path, n: int) -> Path:
+    """A Parquet file of ``n`` orders (id, customer, amount numeric(12,2), note)."""
     data = pa.table({
         "id": pa.array(range(n), pa.int64()),
         "customer": pa.array([i % 9973 for i in range(n)], pa.int32()),
@@ -36,6 +31,17 @@ def main() -> None:
     })
     path = home / "orders.parquet"
     pq.write_table(data, path)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--inserts", type=int, default=200)
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="mzflow-bench-"))
+    n = args.rows
+    path = orders_file(home, n)
     with mzflow.connect(str(home)) as conn:
         conn.execute("CREATE TABLE orders (id bigint NOT NULL, customer int, "
                      "amount numeric(12,2), note text)")

@@ -16,7 +16,7 @@ from mzflow.catalog.model import (
     Snapshot,
 )
 from mzflow.catalog.store import Writer
-from mzflow.errors import DuplicateObject, InvalidOption
+from mzflow.errors import DuplicateObject, InvalidOption, WrongObjectType
 from mzflow.sql import ast
 
 Notices = list[str]
@@ -31,6 +31,15 @@ KIND_WORDS = {TABLE: "table", VIEW: "view", MATERIALIZED_VIEW: "materialized vie
 def check_new_name(snap: Snapshot, name: str) -> None:
     if snap.find(name) is not None:
         raise DuplicateObject(f"catalog item '{name}' already exists")
+
+
+def table_named(snap: Snapshot, name: exp.Table, what: str) -> Item:
+    """The table ``name`` resolves to; ``what`` belongs to tables only (the hint)."""
+    item = snap.resolve(name.name)
+    if item.kind != TABLE:
+        raise WrongObjectType(f"{item.qualified_name} is not a table",
+                              hint=f"{what} belong to tables")
+    return item
 
 
 def new_item(w: Writer, **fields: object) -> Item:

@@ -17,10 +17,10 @@ from pathlib import Path
 from sqlglot import exp
 
 from mzflow.catalog import normalize
-from mzflow.catalog.ddl.core import Notices, check_new_name, new_item
+from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, table_named
 from mzflow.catalog.model import TABLE, Column, Expectation, Item, Snapshot
 from mzflow.catalog.store import Store, Writer
-from mzflow.errors import DuplicateObject, InvalidOption, UnknownObject, WrongObjectType
+from mzflow.errors import DuplicateObject, InvalidOption, UnknownObject
 from mzflow.sql import ast
 
 Check = Callable[[Snapshot, Item, Expectation], None]
@@ -39,11 +39,7 @@ def quarantine_name(table: str) -> str:
 
 
 def table_of(snap: Snapshot, name: exp.Table) -> Item:
-    item = snap.resolve(name.name)
-    if item.kind != TABLE:
-        raise WrongObjectType(f"{item.qualified_name} is not a table",
-                              hint="expectations belong to tables")
-    return item
+    return table_named(snap, name, "expectations")
 
 
 def _literal(node: exp.Expr, what: str) -> object:

@@ -14,10 +14,10 @@ from sqlglot import exp
 
 from mzflow import config
 from mzflow.catalog import normalize
-from mzflow.catalog.ddl.core import Notices
-from mzflow.catalog.model import TABLE, Item, Projection, Snapshot
+from mzflow.catalog.ddl.core import Notices, table_named
+from mzflow.catalog.model import Item, Projection, Snapshot
 from mzflow.catalog.store import Writer
-from mzflow.errors import DuplicateObject, InvalidDefinition, UnknownObject, WrongObjectType
+from mzflow.errors import DuplicateObject, InvalidDefinition, UnknownObject
 from mzflow.sql import ast
 
 Check = Callable[[Snapshot, Item, Projection], None]
@@ -25,11 +25,7 @@ DropStorage = Callable[[Projection], None]
 
 
 def table_of(snap: Snapshot, name: exp.Table) -> Item:
-    item = snap.resolve(name.name)
-    if item.kind != TABLE:
-        raise WrongObjectType(f"{item.qualified_name} is not a table",
-                              hint="projections belong to tables")
-    return item
+    return table_named(snap, name, "projections")
 
 
 def query_sql(query: exp.Query) -> str:
