@@ -486,3 +486,36 @@ def test_clickhouse_01710_projections(tmp_path: Path) -> None:
         assert "Projection: x (aggregate)" in conn.execute(
             "EXPLAIN SELECT max(key) FROM projection_without_key").rows[0][0]
         assert conn.execute("SELECT max(key) FROM projection_without_key").rows == [(999,)]
+
+
+def test_a_write_keeps_aggregate_parts_computed_in_arrow_without_spark(
+        conn: mzflow.Connection) -> None:
+    # Not marked spark: the conftest guard fails this test if anything starts Spark.
+    # A write keeps its new part's partials, computed in Arrow, equal to DuckDB's.
+    from deltalake import DeltaTable
+
+    from mzflow.runtime.projections import shard_of
+
+    conn.execute("CREATE TABLE t (k int, g text, v int, n numeric(8,2), "
+                 "PROJECTION p (SELECT g, sum(v * 2), count(*), avg(n), max(k) "
+                 "WHERE v > 0 GROUP BY g))")
+    rows = [(1, "a", 1, "1.50"), (2, "a", -1, "2.00"), (3, "b", 5, None), (4, None, 2, "0.25"),
+            (5, "a", 3, "3.10")]
+    conn.execute("INSERT INTO t VALUES " + ", ".join(
+        f"({k}, {'NULL' if g is None else repr(g)}, {v}, {'NULL' if n is None else n})"
+        for k, g, v, n in rows))
+    assert conn.execute("SELECT parts FROM mz_projections").rows == [(1,)]
+    snap = conn.store.snapshot()
+    stored = DeltaTable(str(shard_of(conn.config.warehouse, snap.projections[0]).path)
+                        ).to_pyarrow_table().to_pylist()
+    got = sorted(((r["_k0"], r["_a0"], r["_a1"], r["_a2"], r["_a3"], r["_a4"])
+                  for r in stored), key=repr)
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (k int, g text, v int, n decimal(8,2))")
+    db.executemany("INSERT INTO t VALUES (?, ?, ?, ?)", rows)
+    want = sorted(db.execute(
+        "SELECT g, sum(v * 2), count(*), sum(CAST(n AS decimal(38,2))), count(n), max(k) "
+        "FROM t WHERE v > 0 GROUP BY g").fetchall(), key=repr)
+    assert [tuple(None if x is None else float(x) for x in r[1:]) for r in got] == [
+        tuple(None if x is None else float(x) for x in r[1:]) for r in want]
+    assert [r[0] for r in got] == [r[0] for r in want]
