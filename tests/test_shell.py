@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -35,8 +36,12 @@ class Term:
     def __init__(self, home: Path, timeout: float = 60):
         env = {**os.environ, "MZFLOW_HOME": str(home), "TERM": "xterm",
                "INPUTRC": "/dev/null", "COLUMNS": "120", "LINES": "40"}
+        # SIGINT at its default, as in a user's terminal, even when this test process
+        # inherited it ignored (a make test started with `&` does: Ctrl-C then did
+        # nothing in the child, and the Ctrl-C tests failed).
         self.child = pexpect.spawn(sys.executable, ["-m", "mzflow.cli", "sql"], env=env,
-                                   encoding="utf-8", timeout=timeout, dimensions=(40, 120))
+                                   encoding="utf-8", timeout=timeout, dimensions=(40, 120),
+                                   preexec_fn=_default_sigint)
         self.screen = ""
         self.expect(PROMPT)
 
@@ -56,6 +61,10 @@ class Term:
         self.child.sendline("\\q")
         self.child.expect(pexpect.EOF)
         self.screen += _plain(self.child.before)
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _plain(text: object) -> str:

@@ -138,9 +138,13 @@ def test_cli_prints_changes_until_interrupted(tmp_path: Path) -> None:
     conn = mzflow.connect(str(home))
     conn.execute("CREATE TABLE t (k int, v text)")
     conn.execute("INSERT INTO t VALUES (1, 'one')")
+    # Ctrl-C as a terminal sends it: SIGINT at its default, even when this test process
+    # inherited it ignored (a make test started with `&` does; Python then never installs
+    # its KeyboardInterrupt handler in the child).
     proc = subprocess.Popen([sys.executable, "-m", "mzflow.cli", "--home", str(home),
                              "subscribe", "t", "--poll", "0.05"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().split() == ["mz_timestamp", "mz_diff", "k", "v"]
