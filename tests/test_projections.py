@@ -519,3 +519,38 @@ def test_a_write_keeps_aggregate_parts_computed_in_arrow_without_spark(
     assert [tuple(None if x is None else float(x) for x in r[1:]) for r in got] == [
         tuple(None if x is None else float(x) for x in r[1:]) for r in want]
     assert [r[0] for r in got] == [r[0] for r in want]
+
+
+def test_wide_decimal_partials_are_stored_as_spark_would(conn: mzflow.Connection) -> None:
+    # TPC-H Q1's charge: numeric(15,2) × (1 - numeric) × (1 + numeric). The Arrow
+    # evaluator sizes the product by its values (up to decimal256), which Delta cannot
+    # store: MATERIALIZE failed at SF 1 with "Invalid data type for Delta Lake:
+    # Decimal256(76, 6)". Partials are kept at decimal(38, s), as Spark keeps them.
+    conn.execute("CREATE TABLE li (f text, price numeric(15,2), disc numeric(15,2), "
+                 "tax numeric(15,2))")
+    rows = [("A", "90000000000.25", "0.05", "0.08"), ("A", "12.50", "0.10", "0.00"),
+            ("N", "999999999999.99", "0.00", "0.02")]
+    conn.execute("INSERT INTO li VALUES " + ", ".join(
+        f"('{f}', {p}, {d}, {t})" for f, p, d, t in rows))
+    conn.execute("ALTER TABLE li ADD PROJECTION q1 (SELECT f, "
+                 "sum(price * (1 - disc) * (1 + tax)), count(*) GROUP BY f)")
+    notice = conn.execute("ALTER TABLE li MATERIALIZE PROJECTION q1").notices[0]
+    assert "1 parts materialized" in notice
+    conn.execute("INSERT INTO li VALUES ('A', 1.00, 0.50, 0.50)")  # a write keeps its part
+    assert conn.execute("SELECT parts FROM mz_projections").rows == [(2,)]
+    from decimal import Decimal as D
+
+    from deltalake import DeltaTable
+
+    from mzflow.runtime.projections import shard_of
+
+    stored = DeltaTable(str(shard_of(conn.config.warehouse,
+                                     conn.store.snapshot().projections[0]).path)
+                        ).to_pyarrow_table().to_pylist()
+    got: dict[str, D] = {}
+    for r in stored:
+        got[r["_k0"]] = got.get(r["_k0"], D(0)) + r["_a0"]
+    exact: dict[str, D] = {}  # Python's decimals: exact, whatever the width
+    for f, p, d, t in rows + [("A", "1.00", "0.50", "0.50")]:
+        exact[f] = exact.get(f, D(0)) + D(p) * (1 - D(d)) * (1 + D(t))
+    assert got == exact

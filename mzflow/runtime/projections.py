@@ -159,6 +159,8 @@ def _aggregate_rows(table: Item, s: Shape, files: list[str]) -> pa.Table | None:
             data = data.filter(pc.fill_null(arrow_expr.evaluate(cond, data), False))
         columns: dict[str, Any] = {k: arrow_expr.evaluate(e, data, boolean=False)
                                    for k, e in zip(keys, key_exprs, strict=True)}
+        if any(pa.types.is_decimal256(v.type) for v in columns.values()):
+            return None  # a key wider than Delta's decimals: Spark computes it
         aggs: list[tuple[Any, ...]] = []
         names = []
         for i, (p, arg) in enumerate(zip(s.partials, args, strict=True)):
@@ -167,8 +169,14 @@ def _aggregate_rows(table: Item, s: Shape, files: list[str]) -> pa.Table | None:
                 aggs.append(([], "count_all"))
                 continue
             value = arrow_expr.evaluate(arg, data, boolean=False)
-            if p.func == "avg_sum" and pa.types.is_decimal(value.type):
-                value = pc.cast(value, pa.decimal128(38, value.type.scale))  # as Spark's
+            if pa.types.is_decimal(value.type) and (
+                    p.func == "avg_sum" or value.type.precision > 38):
+                # As Spark's (and what Delta can store): at most decimal(38, s). The
+                # evaluator sizes products by their values, up to decimal256(76, s).
+                try:
+                    value = pc.cast(value, pa.decimal128(38, min(value.type.scale, 38)))
+                except pa.ArrowInvalid:  # a value beyond 38 digits: Spark says how
+                    return None
             columns[f"_v{i}"] = value
             aggs.append((f"_v{i}", {"avg_sum": "sum", "count": "count"}.get(p.func, p.func)))
         if data.num_rows == 0:
