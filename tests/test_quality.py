@@ -266,6 +266,11 @@ def test_a_retried_write_does_not_quarantine_twice(conn: mzflow.Connection) -> N
     # All rows failing: only the quarantine commits.
     assert conn.execute("INSERT INTO t VALUES (-5)").status == "INSERT 0 0"
     assert sorted(r["k"] for r in rows_of(conn, "t_quarantine")) == [-5, -1]
+    # All rows dropped: nothing commits, and the validation is still recorded.
+    conn.execute("ALTER TABLE t ADD CONSTRAINT small EXPECT (k < 100) ON VIOLATION DROP ROW")
+    assert conn.execute("INSERT INTO t VALUES (500)").status == "INSERT 0 0"
+    assert conn.execute("SELECT expectation, unexpected, outcome FROM mz_expectation_results "
+                        "WHERE expectation = 'small'").rows == [("small", 1, "DROP ROW")]
 
 
 CHILD = r"""

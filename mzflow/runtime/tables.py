@@ -100,6 +100,8 @@ class TableWrites:
                 checked = box[0] if box else None
                 bad = checked.quarantined if checked is not None else None
                 if count == 0 and key is None and bad is None:
+                    if checked is not None:  # every row dropped: still a validated batch
+                        w.record_results(*checked.records(now_ms()))
                     return WriteResult(f"{status} 0", 0, None, None,
                                        tuple(checked.notices) if checked else ())
                 ts = w.allocate_ts()
