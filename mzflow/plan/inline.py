@@ -10,7 +10,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mzflow.catalog.bind import bind
-from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Snapshot
+from mzflow.catalog.ddl.expectations import filtered_sql, read_filters
+from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.sql.parse import parse_query
 
 _MAX_DEPTH = 64
@@ -31,9 +32,25 @@ def inline_views(snap: Snapshot, query: exp.Query, depth: int = 0) -> exp.Query:
         body = bind(snap, parse_query(item.definition)).query
         body = inline_views(snap, body, depth + 1)
         body = _rename_outputs(body, [c.name for c in item.columns])
+        body = checked(snap, item, body)
         table.replace(exp.Subquery(this=body, alias=exp.TableAlias(
             this=exp.to_identifier(table.alias_or_name))))
     return query
+
+
+def checked(snap: Snapshot, item: Item, body: exp.Query) -> exp.Query:
+    """``body`` (the view's rows) without those its DROP ROW and QUARANTINE expectations
+    leave out; the conditions are bound against the view like any WHERE."""
+    conditions = read_filters(snap, item)
+    if not conditions:
+        return body
+    name = ".".join(exp.to_identifier(part, quoted=True).sql()
+                    for part in (item.database, item.schema, item.name))
+    wrapper = bind(snap, parse_query(filtered_sql(name, "_mz_checked", conditions))).query
+    inner = next(wrapper.find_all(exp.Table))
+    inner.replace(exp.Subquery(this=body, alias=exp.TableAlias(
+        this=exp.to_identifier(inner.alias_or_name))))
+    return _rename_outputs(wrapper, [c.name for c in item.columns])
 
 
 def _rename_outputs(query: exp.Query, names: list[str]) -> exp.Query:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from mzflow.catalog.bind import Bound, bind, pinned
+from mzflow.catalog.ddl.expectations import read_filters
 from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
-from mzflow.plan.inline import inline_views
+from mzflow.plan.inline import checked, inline_views
 from mzflow.plan.subqueries import three_valued_in
 
 
@@ -42,9 +43,18 @@ def plan(snap: Snapshot, query: exp.Query,
             index = serve(item) if item is not None and item.kind in (VIEW, MATERIALIZED_VIEW
                                                                        ) else None
             if index is not None:
+                assert item is not None
                 key = f"mz_idx_{index.id}"
-                table.set("this", exp.to_identifier(key))
                 served[key] = (key, index)
+                if not read_filters(snap, item):
+                    table.set("this", exp.to_identifier(key))
+                    continue
+                # The index keeps the rows the view's expectations leave out of reads.
+                rows = exp.select(*[exp.column(c.name, table="_mz_idx", quoted=True)
+                                    for c in item.columns]).from_(
+                    exp.to_table(key).as_("_mz_idx"))
+                table.replace(exp.Subquery(this=checked(snap, item, rows), alias=exp.TableAlias(
+                    this=exp.to_identifier(table.alias_or_name))))
     inlined = three_valued_in(inline_views(snap, bound.query))
     tables: dict[str, tuple[str, Item, int]] = {}
     for table in inlined.find_all(exp.Table):

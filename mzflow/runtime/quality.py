@@ -77,11 +77,12 @@ def condition(e: Expectation) -> exp.Expr:
 def check(snap: Snapshot, table: Item, e: Expectation) -> None:
     """An expectation's definition is valid for ``table`` (raises its error otherwise)."""
     what = f'expectation "{e.name}"'
-    if table.kind != TABLE and e.action in ROW_ACTIONS:
-        # A maintained view's index must hold the view's rows: leaving some out would
-        # need every later change to them left out too. Not built yet.
-        raise Unsupported(f"ON VIOLATION {e.action} is not supported on a materialized view "
-                          "yet", hint="a view's expectations can WARN or FAIL")
+    if table.kind != TABLE and e.action in ROW_ACTIONS and e.kind != "sql":
+        # A view's failing rows are left out by its readers, who need the condition as
+        # SQL (catalog/ddl/expectations.py: read_filters).
+        raise Unsupported(f"ON VIOLATION {e.action} on a materialized view needs a SQL "
+                          f"condition, not {e.definition}",
+                          hint="write it as EXPECT (<condition>), or make it WARN or FAIL")
     if e.kind == "sql":
         cond = condition(e)
         check_deterministic(cond, what)
@@ -382,13 +383,7 @@ def stage(warehouse: Path, table: Item, quarantine: Item, rows: pa.Table, ts: in
     meta = {"table": str(paths.table(warehouse, table.id)),
             "quarantine": str(paths.table(warehouse, quarantine.id)),
             "app": _app(table), "ts": str(ts)}
-    tmp = path.with_suffix(".tmp")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(
-            sink, rows.schema.with_metadata(meta)) as writer:
-        writer.write_table(rows)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    _write_durably(path, rows.replace_schema_metadata(meta))
     return path
 
 
@@ -428,8 +423,68 @@ def recover(warehouse: Path) -> None:
             log.warning("discarding the quarantine staged by a write at %d that never "
                         "committed", ts)
             path.unlink()
-    for tmp in folder.glob("*.tmp"):
+    for tmp in folder.glob("quarantine-*.tmp"):  # a tick's are its own (finish_tick)
         tmp.unlink()
+
+
+# -- a view's quarantine, exactly once ------------------------------------------------------
+# A tick's failing rows go to ``<view>_quarantine`` after the index's commit, as a table
+# write with the idempotency key (quarantine-tick-<index>, tick time). They are staged
+# first, so that a tick killed between the two commits leaves them for the index's next
+# tick, which writes them if the index committed that time and drops them if it did not.
+
+
+def tick_rows(checked: Checked, at: int, view: Item) -> pa.Table | None:
+    """The rows a tick quarantines: the view's columns, the expectations, the time."""
+    rows = checked.quarantined
+    if rows is None or rows.num_rows == 0:
+        return None
+    return rows.set_column(rows.column_names.index("_mz_quarantined_at"),
+                           "_mz_quarantined_at", pa.array([at] * rows.num_rows, pa.int64()))
+
+
+def stage_tick(warehouse: Path, index: Item, view: Item, rows: pa.Table, at: int) -> Path:
+    folder = _pending_dir(warehouse)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"tick-quarantine-{at}-{index.id}.arrow"
+    meta = {"index": str(paths.index(warehouse, index.id)), "view": view.id, "ts": str(at),
+            "app": f"tick-{index.id}"}
+    _write_durably(path, rows.replace_schema_metadata(meta))
+    return path
+
+
+def staged_ticks(warehouse: Path, index: Item) -> list[Path]:
+    folder = _pending_dir(warehouse)
+    return sorted(folder.glob(f"tick-quarantine-*-{index.id}.arrow")) if folder.is_dir() else []
+
+
+Quarantine = Any  # (view id, rows, idempotency key) → None: the session's table write
+
+
+def finish_tick(path: Path, write: Quarantine) -> None:
+    """Write a staged tick's quarantined rows if its index committed that tick; drop them
+    if the index went past it without; leave them while neither is known (a tick still
+    running)."""
+    with pa.memory_map(str(path)) as source:
+        rows = pa.ipc.open_file(source).read_all()
+    meta = {k.decode(): v.decode() for k, v in (rows.schema.metadata or {}).items()}
+    ts = int(meta["ts"])
+    index = Shard(Path(meta["index"]))
+    if index.path.exists() and any(t == ts for _, t in index.history()):
+        write(meta["view"], rows.replace_schema_metadata(None),
+              (f"quarantine-{meta['app']}", ts))
+    elif index.path.exists() and (index.applied(meta["app"]) or -1) <= ts:
+        return  # not committed yet, maybe by a tick still running
+    path.unlink()
+
+
+def _write_durably(path: Path, rows: pa.Table) -> None:
+    tmp = path.with_suffix(".tmp")
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
+        writer.write_table(rows)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 # -- Great Expectations' Data Docs -------------------------------------------------------

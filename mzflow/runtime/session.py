@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from sqlglot import exp
 
 from mzflow import config
@@ -181,13 +182,20 @@ class Connection:
         elif at > snap.read_ts:
             snap = self._advance_to(at)
         return [ticks.tick_index(snap, self.config.warehouse, index, at,
-                                 full_refresh=full_refresh, record=self._record_results)
+                                 full_refresh=full_refresh, record=self._record_results,
+                                 quarantine=self._quarantine_rows)
                 for index in ticks.indexes_to_tick(snap, cluster, object)]
 
     def _record_results(self, rows: list[dict[str, Any]], runs: list[dict[str, Any]]
                         ) -> None:
         with self.store.write() as w:
             w.record_results(rows, runs)
+
+    def _quarantine_rows(self, view_id: str, rows: pa.Table, key: tables.IdempotencyKey
+                         ) -> None:
+        snap = self.store.snapshot()
+        target = quality.quarantine_of(snap, snap.item(view_id))
+        self.writes.append(exp.to_table(target.name), rows, key)
 
     def subscribe(self, sql: str, *, poll_seconds: float = 0.5) -> subscribe_mod.Subscription:
         """``SUBSCRIBE …`` as an iterator of rows (it waits for writes; stop iterating, or
@@ -273,7 +281,8 @@ class Connection:
     def _create_view(self, stmt: ast.CreateView) -> Result:
         if ddl.refresh_mode(stmt.args.get("options") or []) == "incremental":
             require_incremental(self.store.snapshot(), stmt.args["query"], stmt.this.name)
-        notices = ddl.create_view(self.store, stmt, self.variable("cluster"), quality.check)
+        notices = ddl.create_view(self.store, stmt, self.variable("cluster"), quality.check,
+                                  self._create_shard)
         kind = "MATERIALIZED VIEW" if stmt.args.get("materialized") else "VIEW"
         return Result(status=f"CREATE {kind}", notices=notices)
 
@@ -429,7 +438,8 @@ class Connection:
                 # Strict serializable: catch the index up first, so the read sees every
                 # earlier write. Then an error in the object's contents is the read's error.
                 ticks.tick_index(snap, self.config.warehouse, index, at,
-                                 record=self._record_results)
+                                 record=self._record_results,
+                                 quarantine=self._quarantine_rows)
                 _, error = ticks.index_shard(self.config.warehouse, index).state()
                 if error is not None:
                     raise EvaluationError(error)

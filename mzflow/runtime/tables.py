@@ -146,6 +146,16 @@ class TableWrites:
         quality.commit(staged)
         return version
 
+    def append(self, name: exp.Table, rows: pa.Table, key: IdempotencyKey) -> WriteResult:
+        """Append ``rows`` (the table's columns, its types) once: what a tick quarantines."""
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> tuple[int, Callable[[int], int]]:
+            data = _with_rowids(w, shard, check(w, item, rowconv.conform(
+                rows, targets_of(item))))
+            return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
+
+        return self._commit(name, key, "INSERT 0", produce)
+
     def insert(self, stmt: exp.Insert, key: IdempotencyKey | None = None) -> WriteResult:
         target = stmt.this
         names = None

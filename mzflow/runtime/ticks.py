@@ -82,9 +82,14 @@ def _planned(snap: Snapshot, index: Item, limit: int) -> tuple[ChangePlan, reads
 
 
 def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
-               full_refresh: bool = False, record: Record | None = None) -> TickReport:
-    """``record`` keeps the results of the view's expectations (mz_expectation_results)."""
+               full_refresh: bool = False, record: Record | None = None,
+               quarantine: quality.Quarantine | None = None) -> TickReport:
+    """``record`` keeps the results of the view's expectations (mz_expectation_results);
+    ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine."""
     started = time.perf_counter()
+    if quarantine is not None:  # what an earlier tick, killed, left to do
+        for path in quality.staged_ticks(warehouse, index):
+            quality.finish_tick(path, quarantine)
     tuning = config.tuning(snap.settings)
     plan, query = _planned(snap, index, tuning.plan_cache)
     shard = ensure_shard(warehouse, index, plan.columns)
@@ -101,15 +106,21 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     tick = _Tick(snap, warehouse, plan, query, execute.Target_(plan, shard, tuning), since, at)
     from mzflow.render import spark
 
+    staged = None
     with spark.counting_jobs() as jobs:
         try:
             changes = tick.run(full_refresh)
             new_error = None
             if changes is not None and snap.expectations_on(plan.on.id):
+                # The index keeps every row, failing or not (its readers leave out what
+                # DROP ROW and QUARANTINE say): only results and quarantined rows follow.
                 checked = quality.validate_changes(snap, plan.on, changes,
                                                    f"tick {index.name}")
                 if checked is not None and record is not None:
                     record(*checked.records(at))
+                bad = quality.tick_rows(checked, at, plan.on) if checked else None
+                if bad is not None and quarantine is not None:
+                    staged = quality.stage_tick(warehouse, index, plan.on, bad, at)
         except quality.ExpectationFailed as failed:
             # FAIL rejects the tick: nothing is committed, the index stays where it was.
             if record is not None:
@@ -124,6 +135,9 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     extra = commit.metadata(tick.decision, since, tick.batch_rows, tick.counters,
                             time.perf_counter() - started, described, spark_jobs)
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
+    if staged is not None:
+        assert quarantine is not None
+        quality.finish_tick(staged, quarantine)
     n = tick.counters
     report = TickReport(index.qualified_name, plan.on.qualified_name, described,
                         done_through + 1, at + 1, version_before, version, n.rows_read,

@@ -38,6 +38,24 @@ def quarantine_name(table: str) -> str:
     return f"{table}_quarantine"
 
 
+def read_filters(snap: Snapshot, item: Item) -> list[str]:
+    """The conditions a view's rows must not fail to be read: its DROP ROW and QUARANTINE
+    expectations. A maintained view's index keeps every row of the definition (a row
+    left out could not be retracted later), and each reader leaves the failing ones out
+    (plan/inline.py, plan/query.py)."""
+    if item.kind == TABLE:
+        return []  # a table's failing rows never reach it
+    return [e.definition for e in snap.expectations_on(item.id)
+            if e.kind == "sql" and e.action in (DROP_ROW, QUARANTINE)]
+
+
+def filtered_sql(name: str, alias: str, conditions: list[str]) -> str:
+    """``SELECT * FROM name`` without the rows that fail a condition (NULL passes, as in
+    a CHECK constraint)."""
+    where = " AND ".join(f"COALESCE(({c}), TRUE)" for c in conditions)
+    return f"SELECT * FROM {name} AS {alias} WHERE {where}"
+
+
 def table_of(snap: Snapshot, name: exp.Table) -> Item:
     return table_named(snap, name, "expectations")
 

@@ -22,7 +22,8 @@ Check = Callable[..., None]
 
 
 def create_view(store: Store, stmt: ast.CreateView, session_cluster: str,
-                check_expectation: Check | None = None) -> Notices:
+                check_expectation: Check | None = None,
+                create_shard: Callable[[Item, int], None] | None = None) -> Notices:
     name = stmt.this.name
     materialized = bool(stmt.args.get("materialized"))
     options = stmt.args.get("options") or []
@@ -85,14 +86,17 @@ def create_view(store: Store, stmt: ast.CreateView, session_cluster: str,
 
             assert check_expectation is not None
             snap = dataclasses.replace(w.snapshot, items=w.snapshot.items + (item,))
+            # A QUARANTINE expectation makes a table, whose shard starts at a time.
+            ts = w.allocate_ts()
             for node in expects:
-                snap = expectations.insert(w, snap, item, node, 0, check_expectation,
-                                           _no_shard)
+                snap = expectations.insert(w, snap, item, node, ts, check_expectation,
+                                           create_shard or _no_shard)
+            w.committed(ts)
     return []
 
 
 def _no_shard(item: Item, ts: int) -> None:
-    raise AssertionError("a view's expectations make no quarantine (refused by the check)")
+    raise AssertionError("a quarantine needs its caller's create_shard")
 
 
 def _rename_columns(columns: tuple[Column, ...], names: list[exp.Identifier] | None, word: str,
