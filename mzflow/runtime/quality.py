@@ -425,6 +425,11 @@ def recover(warehouse: Path) -> None:
             path.unlink()
     for tmp in folder.glob("quarantine-*.tmp"):  # a tick's are its own (finish_tick)
         tmp.unlink()
+    for path in folder.glob("tick-quarantine-*.arrow"):
+        with pa.memory_map(str(path)) as source:
+            meta = pa.ipc.open_file(source).schema.metadata or {}
+        if not Path(meta[b"index"].decode()).exists():  # the view was dropped
+            path.unlink()
 
 
 # -- a view's quarantine, exactly once ------------------------------------------------------
