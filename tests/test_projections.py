@@ -377,6 +377,54 @@ def test_a_writer_killed_between_table_and_projection_commits_leaves_reads_right
         assert "0 parts materialized" in notice
 
 
+MATERIALIZE_CHILD = r"""
+import os, signal, sys
+import deltalake
+import pyarrow.parquet as pq
+import mzflow
+
+def write_then_die(table, data, *args, **kwargs):
+    # The projection's data file is written, its log commit never is.
+    pq.write_table(data, os.path.join(table.table_uri.removeprefix("file://"),
+                                      "orphan-part.parquet"))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+deltalake.write_deltalake = write_then_die
+with mzflow.connect(sys.argv[1]) as conn:
+    conn.execute("ALTER TABLE t MATERIALIZE PROJECTION p")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_materialize_killed_mid_write_is_finished_by_the_next(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    q = "SELECT g, sum(v), count(*) FROM t GROUP BY g ORDER BY g"
+    expected = [("a", 6, 2), ("b", 2, 1), ("z", 7, 1)]
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE TABLE t (k int, g text, v int)")
+        conn.execute("INSERT INTO t VALUES (1, 'a', 1), (2, 'b', 2)")
+        conn.execute("INSERT INTO t VALUES (10, 'a', 5), (11, 'z', 7)")
+        conn.execute("ALTER TABLE t ADD PROJECTION p (SELECT g, sum(v), count(*) GROUP BY g)")
+        conn.execute("ALTER TABLE t MATERIALIZE PROJECTION p")  # makes the shard
+        conn.execute("ALTER TABLE t CLEAR PROJECTION p")
+    proc = subprocess.run([sys.executable, "-c", MATERIALIZE_CHILD, str(home)],
+                          capture_output=True, text=True, timeout=300,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert list(home.rglob("orphan-part.parquet"))  # the kill left a data file behind
+    with mzflow.connect(str(home)) as conn:
+        assert "0 parts stored, 2 projected on the fly" in conn.execute(
+            f"EXPLAIN {q}").rows[0][0]
+        assert conn.execute(q).rows == expected
+        notice = conn.execute("ALTER TABLE t MATERIALIZE PROJECTION p").notices[0]
+        assert "2 parts materialized" in notice, notice
+        assert "2 parts stored, 0 projected" in conn.execute(f"EXPLAIN {q}").rows[0][0]
+        assert conn.execute(q).rows == expected  # the orphan file counts nothing
+        assert "0 parts materialized" in conn.execute(
+            "ALTER TABLE t MATERIALIZE PROJECTION p").notices[0]
+
+
 def test_partition_by_is_refused_until_readers_fill_partition_columns(
         conn: mzflow.Connection) -> None:
     # Delta keeps partition columns out of the data files, and mzflow's readers read
