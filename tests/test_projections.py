@@ -377,6 +377,36 @@ def test_a_writer_killed_between_table_and_projection_commits_leaves_reads_right
         assert "0 parts materialized" in notice
 
 
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_maintained_view_recomputed_reads_the_projection(tmp_path: Path) -> None:
+    """A tick that recomputes a view routes its SELECT like a read: projection rows, not
+    base rows, and the same answer as DuckDB; ALTER SYSTEM SET turns it off."""
+    from mzflow.runtime import projections
+
+    rows = [(i, f"g{i % 4}", i % 7 or None) for i in range(1, 1201)]
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (k int, g text, v int)")
+    db.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    view = "SELECT g, sum(v) AS s, count(v) AS n, max(v) AS top FROM t GROUP BY g"
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("CREATE TABLE t (k int, g text, v int, PROJECTION p "
+                     "(SELECT g, sum(v), count(v), max(v) GROUP BY g))")
+        conn.execute("INSERT INTO t VALUES " + ", ".join(
+            f"({k}, '{g}', {'NULL' if v is None else v})" for k, g, v in rows))
+        conn.execute(f"CREATE MATERIALIZED VIEW m AS {view}")
+        for routing in ("true", "false"):
+            conn.execute(f"ALTER SYSTEM SET optimize_use_projections = {routing}")
+            before = dict(projections.ROWS_READ)
+            conn.tick(object="m", full_refresh=True)
+            read = {k: projections.ROWS_READ[k] - before[k] for k in before}
+            assert read == ({"projection": 4, "base": 0} if routing == "true" else
+                            {"projection": 0, "base": 0}), routing
+            conn.execute("SET cluster = default")
+            got = conn.execute("SELECT g, s, n, top FROM m ORDER BY g").rows
+            assert got == [tuple(r) for r in db.execute(f"{view} ORDER BY g").fetchall()]
+
+
 MATERIALIZE_CHILD = r"""
 import os, signal, sys
 import deltalake

@@ -506,6 +506,13 @@ class Routing:
     rejected: list[tuple[str, str]]
 
 
+def enabled(snap: Snapshot) -> bool:
+    """Routing by default (``ALTER SYSTEM SET optimize_use_projections``): what ticks use;
+    a session's SET overrides it for its reads."""
+    return snap.settings.get("optimize_use_projections", "true").lower() in (
+        "true", "on", "1", "yes")
+
+
 def route_query(snap: Snapshot, warehouse: Path, query: exp.Query, at: int, *,
                 build: bool = True) -> Routing | None:
     """``query`` with its answerable SELECTs routed (None: none is). ``build`` False

@@ -220,7 +220,7 @@ class _Tick:
                     arrangements.record_reads(a.shard.path, a.read[0])
             if d.measure:
                 execute.time_recompute(self.target, self.query, self.warehouse, self.at,
-                                       self.counters)
+                                       self.counters, self.snap)
             return changed
         except Error:
             raise
@@ -236,7 +236,7 @@ class _Tick:
 
     def _recompute(self) -> pa.Table:
         return execute.recompute(self.target, self.query, self.warehouse, self.at,
-                                 self.counters)
+                                 self.counters, self.snap)
 
 
 def indexes_to_tick(snap: Snapshot, cluster: str | None, name: str | None) -> list[Item]:
