@@ -208,6 +208,13 @@ TABLES: dict[str, SystemTable] = {
                     _cols("occurred_at_ms bigint, object_id text, expectation text, "
                           "statement text, rows_evaluated bigint, unexpected bigint, "
                           "action text, outcome text, sample text"), (), lambda snap: []),
+        # Freshness, read from the index shards' tick commits: runtime/freshness.py.
+        SystemTable("mz_wallclock_lag_history",
+                    _cols("object_id text, lag interval, occurred_at timestamp with time zone"),
+                    (), lambda snap: []),
+        SystemTable("mz_hydration_statuses",
+                    _cols("object_id text, hydrated boolean, hydration_time interval null"),
+                    (), lambda snap: []),
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
                     (), _comment_rows),

@@ -40,8 +40,10 @@ def explain_query(snap: Snapshot, query: exp.Query, serve: Serve | None,
 
 
 def explain_object(snap: Snapshot, name: str, kind: str,
-                   last_tick: Callable[[Item], str | None] | None = None) -> list[str]:
-    """``last_tick(index)``: how its last tick ran, when the run time chose recompute."""
+                   last_tick: Callable[[Item], str | None] | None = None,
+                   freshness: Callable[[Item], str] | None = None) -> list[str]:
+    """``last_tick(index)``: how its last tick ran, when the run time chose recompute;
+    ``freshness(index)``: how current its contents are (runtime/freshness.py)."""
     item = snap.resolve(name)
     wanted = {"VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW, "INDEX": INDEX}[kind]
     if item.kind != wanted:
@@ -62,6 +64,8 @@ def explain_object(snap: Snapshot, name: str, kind: str,
         switched = last_tick(index) if last_tick is not None else None
         if switched:
             lines.append(f"Last tick: {switched}")
+        if freshness is not None:
+            lines.append(freshness(index))
         lines.append("Plan:")
         assert plan.root is not None
         lines += explain(plan.root, plan.operators)

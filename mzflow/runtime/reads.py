@@ -85,6 +85,9 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
     return out
 
 
+FRESHNESS = {"mz_wallclock_lag_history": "lag_history", "mz_hydration_statuses": "hydration"}
+
+
 def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
               results: Callable[[], list[tuple[Any, ...]]] | None = None
               ) -> list[tuple[Any, ...]]:
@@ -100,6 +103,9 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
                 found = arrangements.rows(snap, warehouse)
             if table.name == "mz_expectation_results" and results is not None:
                 found = results()  # kept by the catalog store, outside the snapshot
+            if table.name in FRESHNESS and warehouse is not None:
+                from mzflow.runtime import freshness
+                found = getattr(freshness, FRESHNESS[table.name])(snap, warehouse)
             if table.name.startswith("mz_projection") and warehouse is not None:
                 from mzflow.runtime import projections
                 found = projections.system_rows(table.name, snap, warehouse)

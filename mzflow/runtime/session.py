@@ -28,6 +28,7 @@ from mzflow.render.spark import EvaluationError
 from mzflow.runtime import (
     arrangements,
     explain,
+    freshness,
     maintenance,
     projections,
     quality,
@@ -339,7 +340,8 @@ class Connection:
         if kind is not None:
             lines = explain.explain_object(
                 snap, stmt.this.name, kind,
-                lambda index: ticks.last_switch(self.config.warehouse, index))
+                lambda index: ticks.last_switch(self.config.warehouse, index),
+                lambda index: freshness.describe(snap, self.config.warehouse, index, now_ms()))
         else:
             query = stmt.this.this if isinstance(stmt.this, ast.AsOf) else stmt.this
             cluster = self.variable("cluster")
