@@ -33,6 +33,7 @@ examples:
   mzflow sink run hourly_totals   export the sink's intervals that are due, in order
   mzflow subscribe totals         print the view's changes as they commit (Ctrl-C stops)
   mzflow quality docs             build Great Expectations' Data Docs, print their path
+  mzflow cluster start etl        warm the cluster's Spark before its first tick
 """
 
 
@@ -125,6 +126,21 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--airflow-home", help="Airflow home (default: $AIRFLOW_HOME)")
     sync.add_argument("--dry-run", action="store_true", help="print the changes, make none")
     af_sub.add_parser("dags", help="print the DAGs the catalog generates (no Airflow needed)")
+    cluster = sub.add_parser(
+        "cluster", help="a cluster's warm Spark: start, stop, status",
+        description="A SIZEd cluster's ticks run on its own Spark Connect server, started on "
+                    "first use, sized from its SIZE, and stopped after cluster_idle_seconds "
+                    "without a tick (default 900). VIRTUAL clusters use the ticking "
+                    "process's Spark; CREATE CLUSTER … (SPARK = 'sc://host:port') names a "
+                    "server run elsewhere.",
+        epilog="example: mzflow cluster start etl && mzflow tick --cluster etl")
+    c_sub = cluster.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    c_start = c_sub.add_parser("start", help="start the cluster's server (no-op if running)")
+    c_start.add_argument("name", help="the cluster")
+    c_start.add_argument("--port", type=int, help="listen on this port (default: a free one)")
+    c_sub.add_parser("stop", help="stop the cluster's server").add_argument(
+        "name", help="the cluster")
+    c_sub.add_parser("status", help="every cluster's Spark: endpoint, state, last use")
     quality = sub.add_parser(
         "quality", help="data-quality expectations: Great Expectations' Data Docs",
         description="Expectations (CONSTRAINT … EXPECT) are validated by Great "
@@ -187,6 +203,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _subscribe(conn, args.statement, args.poll)
         if args.command == "quality":
             return _quality_docs(conn)
+        if args.command == "cluster":
+            return _cluster(conn, args)
         if getattr(args, "idempotency_key", None) is not None:
             if args.sql is None:
                 print("ERROR: --idempotency-key needs -c with one write statement",
@@ -246,6 +264,40 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
     if not reports:
         print("nothing to tick: no maintained indexes", file=sys.stderr)
     return 1 if any(r.error for r in reports) else 0
+
+
+def _cluster(conn: object, args: argparse.Namespace) -> int:
+    import mzflow
+    from mzflow.runtime import cluster_servers as servers
+    from mzflow.shell.status import Status
+
+    assert isinstance(conn, mzflow.Connection)
+    cfg, snap = conn.config, conn.store.snapshot()
+    try:
+        if args.cluster_command == "status":
+            rows = [(c.name, *servers.status(cfg.home, c)) for c in snap.clusters]
+            print(format_table(["cluster", "endpoint", "state", "started_at", "last_used"],
+                               [tuple("" if v is None else v for v in r) for r in rows]))
+            return 0
+        found = snap.cluster_by_name(args.name)
+        if args.cluster_command == "stop":
+            stopped = servers.stop(cfg.home, found)
+            print(f"cluster {found.name}: " + ("server stopped" if stopped else
+                                                "no server was running"))
+            return 0
+        if found.virtual or getattr(found, "spark", None):
+            print(f"cluster {found.name} has no managed server: "
+                  + ("it is VIRTUAL (in-process Spark)" if found.virtual else
+                     f"it uses {getattr(found, 'spark', None)}"), file=sys.stderr)
+            return 1
+        with Status().running(f"starting cluster {found.name}'s Spark Connect server"):
+            endpoint = servers.ensure(cfg.home, found, cfg.cluster_idle_seconds,
+                                      port=args.port)
+        print(f"cluster {found.name}: serving at {endpoint.url}")
+        return 0
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
 
 
 def _airflow(conn: object, args: argparse.Namespace) -> int:

@@ -27,6 +27,10 @@ class Config:
     spark_master: str
     # When set, CREATE/ALTER/DROP CLUSTER also sync this Airflow home's pools.
     airflow_home: Path | None = None
+    # "managed": a SIZEd cluster's ticks run on its own warm Spark Connect server
+    # (runtime/cluster_servers.py); "in-process": on the process's Spark.
+    cluster_spark: str = "managed"
+    cluster_idle_seconds: float = 900.0
 
     @property
     def warehouse(self) -> Path:
@@ -64,8 +68,20 @@ def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = N
         url = f"sqlite:///{resolved_home / 'catalog.db'}"
     master = os.environ.get("MZFLOW_SPARK_MASTER") or str(data.get("spark_master") or "local[*]")
     airflow = os.environ.get("MZFLOW_AIRFLOW_HOME", str(data.get("airflow_home") or ""))
+    cluster_spark = os.environ.get("MZFLOW_CLUSTER_SPARK") or str(
+        data.get("cluster_spark") or "managed")
+    if cluster_spark not in ("managed", "in-process"):
+        raise InvalidOption(f'cluster_spark must be "managed" or "in-process", not '
+                            f'"{cluster_spark}"')
+    idle = os.environ.get("MZFLOW_CLUSTER_IDLE_SECONDS") or data.get(
+        "cluster_idle_seconds") or 900
+    try:
+        idle_seconds = float(str(idle))
+    except ValueError:
+        raise InvalidOption(f"cluster_idle_seconds must be a number, not {idle!r}") from None
     return Config(home=resolved_home, catalog_url=url, spark_master=master,
-                  airflow_home=Path(airflow).expanduser().resolve() if airflow else None)
+                  airflow_home=Path(airflow).expanduser().resolve() if airflow else None,
+                  cluster_spark=cluster_spark, cluster_idle_seconds=idle_seconds)
 
 
 # -- tuning ------------------------------------------------------------------------------

@@ -1,9 +1,14 @@
+import os
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pg_server
 import pytest
+
+# Ticks run on the process's own Spark in tests: a warm server per cluster would start a
+# JVM per test home. tests/test_cluster_servers.py turns the managed servers on.
+os.environ.setdefault("MZFLOW_CLUSTER_SPARK", "in-process")
 
 
 @pytest.fixture(scope="session")

@@ -81,6 +81,11 @@ def _clusters(snap: Snapshot) -> list[Row]:
     return out
 
 
+def _replica_rows(snap: Snapshot) -> list[Row]:
+    return [(f"r{c.id}", "r1", c.id, None if c.virtual else c.size or sizes.DEFAULT_SIZE,
+             None, None, None, None) for c in snap.clusters]
+
+
 def _index_rows(snap: Snapshot) -> list[Row]:
     return [(i.id, i.oid, i.name, i.on_id, i.cluster_id) for i in snap.items if i.kind == INDEX]
 
@@ -208,6 +213,13 @@ TABLES: dict[str, SystemTable] = {
                     _cols("occurred_at_ms bigint, object_id text, expectation text, "
                           "statement text, rows_evaluated bigint, unexpected bigint, "
                           "action text, outcome text, sample text"), (), lambda snap: []),
+        # A cluster's one "replica": where its ticks run (runtime/cluster_servers.py
+        # fills endpoint, state and times; a catalog-only reader sees NULLs).
+        SystemTable("mz_cluster_replicas",
+                    _cols("id text, name text, cluster_id bigint, size text null"),
+                    _cols("endpoint text null, state text null, "
+                          "started_at timestamp with time zone null, "
+                          "last_used timestamp with time zone null"), _replica_rows),
         # Freshness, read from the index shards' tick commits: runtime/freshness.py.
         SystemTable("mz_wallclock_lag_history",
                     _cols("object_id text, lag interval, occurred_at timestamp with time zone"),

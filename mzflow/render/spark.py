@@ -9,6 +9,7 @@ the query to Spark SQL.
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
 import itertools
 import logging
@@ -102,9 +103,50 @@ def starting() -> bool:
     return _starting
 
 
+# A cluster's ticks run on its own Spark Connect server (runtime/cluster_servers.py):
+# inside ``using(url, key)``, session() is the session connected there. Sessions are
+# kept per (url, key): a restarted server (a new key) gets a new session, since the
+# old one's server-side state died with it.
+_remote: dict[tuple[str, object], Any] = {}
+_using: contextvars.ContextVar[tuple[str, object] | None] = contextvars.ContextVar(
+    "mzflow_spark_endpoint", default=None)
+
+
+@contextmanager
+def using(url: str | None, key: object = None) -> Iterator[None]:
+    """Run the block's Spark work on the Spark Connect server at ``url`` (None: the
+    process's own Spark)."""
+    token = _using.set((url, key) if url else None)
+    try:
+        yield
+    finally:
+        _using.reset(token)
+
+
+def _connected(url: str, key: object) -> Any:
+    with _lock:
+        found = _remote.get((url, key))
+        if found is None:
+            for old in [k for k in _remote if k[0] == url]:
+                _remote.pop(old)  # the server restarted: that session is gone
+            from pyspark.sql import SparkSession
+
+            logging.getLogger("SQLQueryContextLogger").disabled = True
+            logging.getLogger("DataFrameQueryContextLogger").disabled = True
+            found = SparkSession.builder.remote(url).create()
+            for conf_key, value in _SESSION_CONF.items():
+                found.conf.set(conf_key, value)
+            _remote[(url, key)] = found
+        return found
+
+
 def session(master: str | None = None) -> Any:
-    """The process's SparkSession; the first call starts the JVM (several seconds)."""
+    """The process's SparkSession (the first call starts the JVM, several seconds), or
+    the cluster server's inside ``using``."""
     global _session, _starting
+    endpoint = _using.get()
+    if endpoint is not None and master is None:
+        return _connected(*endpoint)
     with _lock:
         if _session is None:
             _starting = True

@@ -103,6 +103,9 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
                 found = arrangements.rows(snap, warehouse)
             if table.name == "mz_expectation_results" and results is not None:
                 found = results()  # kept by the catalog store, outside the snapshot
+            if table.name == "mz_cluster_replicas" and warehouse is not None:
+                from mzflow.runtime import cluster_servers
+                found = cluster_servers.replica_rows(snap, warehouse.parent)
             if table.name in FRESHNESS and warehouse is not None:
                 from mzflow.runtime import freshness
                 found = getattr(freshness, FRESHNESS[table.name])(snap, warehouse)

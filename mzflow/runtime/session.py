@@ -6,9 +6,11 @@ store, so any number of sessions (processes) may share one home.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from mzflow.render.local import NotEvaluable
 from mzflow.render.spark import EvaluationError
 from mzflow.runtime import (
     arrangements,
+    cluster_servers,
     explain,
     freshness,
     maintenance,
@@ -44,6 +47,8 @@ from mzflow.sql.parse import parse
 from mzflow.storage import paths
 from mzflow.storage.delta import Shard
 from mzflow.storage.types import arrow_schema, parse_type
+
+log = logging.getLogger("mzflow.session")
 
 ISOLATION_LEVELS = ("strict serializable", "serializable")
 _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Copy)
@@ -182,10 +187,26 @@ class Connection:
             at = snap.read_ts
         elif at > snap.read_ts:
             snap = self._advance_to(at)
-        return [ticks.tick_index(snap, self.config.warehouse, index, at,
-                                 full_refresh=full_refresh, record=self._record_results,
-                                 quarantine=self._quarantine_rows)
-                for index in ticks.indexes_to_tick(snap, cluster, object)]
+        reports = []
+        for index in ticks.indexes_to_tick(snap, cluster, object):
+            with self._cluster_spark(snap, index):
+                reports.append(ticks.tick_index(
+                    snap, self.config.warehouse, index, at, full_refresh=full_refresh,
+                    record=self._record_results, quarantine=self._quarantine_rows))
+        return reports
+
+    def _cluster_spark(self, snap: Snapshot, index: Item) -> AbstractContextManager[None]:
+        """The index's cluster's warm Spark, if it has one (runtime/cluster_servers.py).
+        A read's catch-up tick stays on the session's Spark, which the read needs anyway."""
+        from mzflow.render import spark
+
+        found = snap.cluster(index.cluster_id) if index.cluster_id is not None else None
+        endpoint = cluster_servers.endpoint_for(self.config, found)
+        if endpoint is None:
+            return nullcontext()
+        log.info("tick %s on cluster %s's Spark at %s", index.qualified_name,
+                 found.name if found else "?", endpoint.url)
+        return spark.using(endpoint.url, endpoint.started_at)
 
     def _record_results(self, rows: list[dict[str, Any]], runs: list[dict[str, Any]]
                         ) -> None:
@@ -302,8 +323,16 @@ class Connection:
                       notices=ddl.create_sink(self.store, stmt, self.variable("cluster")))
 
     def _drop(self, stmt: ast.DropObjects) -> Result:
+        before = self.store.snapshot().clusters
         notices = ddl.drop(self.store, stmt, self._drop_storage)
         if stmt.args["kind"] == "CLUSTER":
+            # A dropped cluster's warm Spark goes with it (after the catalog commit).
+            left = {c.id for c in self.store.snapshot().clusters}
+            for gone in (c for c in before if c.id not in left):
+                if cluster_servers.stop(self.config.home, gone):
+                    notices = [*notices, f"stopped cluster {gone.name}'s Spark server"]
+                shutil.rmtree(cluster_servers.folder(self.config.home, gone),
+                              ignore_errors=True)
             notices = notices + self._sync_pools()
         return Result(status=f"DROP {stmt.args['kind']}", notices=notices)
 

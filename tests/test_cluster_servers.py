@@ -1,0 +1,139 @@
+"""Warm clusters (issue 18): a SIZEd cluster's ticks run on a Spark Connect server that
+mzflow starts on first use and reuses, from separate CLI processes; a killed server is
+restarted by the next tick, which still applies exactly once; two processes starting
+the same server end with one; an idle server stops itself; bad endpoints fail clearly.
+
+Every server here is a real Spark Connect JVM started through spark-submit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import mzflow
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+MZFLOW = str(Path(sys.executable).with_name("mzflow"))  # the installed command
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    monkeypatch.setenv("MZFLOW_CLUSTER_SPARK", "managed")
+    monkeypatch.setenv("MZFLOW_HOME", str(tmp_path / "home"))
+    home = tmp_path / "home"
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE CLUSTER etl (SIZE = 'xsmall')")
+        conn.execute("CREATE TABLE t (k int, v int)")
+        conn.execute("CREATE MATERIALIZED VIEW m IN CLUSTER etl AS "
+                     "SELECT k, sum(v) AS s FROM t GROUP BY k")
+    yield home
+    with mzflow.connect(str(home)) as conn:  # no server outlives its test
+        conn.execute("DROP CLUSTER IF EXISTS etl CASCADE")
+
+
+def mzflow_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([MZFLOW, *args], capture_output=True,
+                          text=True, timeout=300)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def server(home: Path) -> dict[str, object]:
+    return dict(json.loads((home / "clusters" / "2" / "server.json").read_text()))
+
+
+def view(home: Path) -> list[tuple[object, ...]]:
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("SET cluster = etl")
+        return conn.execute("SELECT k, s FROM m ORDER BY k").rows
+
+
+def test_one_server_serves_every_tick_and_a_killed_one_is_replaced(home: Path) -> None:
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("INSERT INTO t VALUES (1, 2), (1, 3), (2, 5)")
+    # Two processes start the cluster's server at once: one server.
+    starts = [subprocess.Popen([MZFLOW, "cluster", "start", "etl"],
+                               stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in starts]
+    assert all(p.returncode == 0 for p in starts), outs
+    first = server(home)
+    assert {o.strip().split()[-1] for o in outs} == {first["url"]}
+    mzflow_cli("tick", "--cluster", "etl")
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("INSERT INTO t VALUES (3, 1)")
+    tick = mzflow_cli("tick", "--cluster", "etl")
+    assert "1 rows changed" in tick.stdout + tick.stderr
+    assert server(home)["pid"] == first["pid"]  # the same server, warm
+    assert view(home) == [(1, 5), (2, 5), (3, 1)]
+    with mzflow.connect(str(home)) as conn:
+        rows = {r[0]: r[1:] for r in conn.execute(
+            "SELECT cluster_id, endpoint, state FROM mz_cluster_replicas").rows}
+    assert rows[2] == (first["url"], "running")  # etl
+    assert rows[1] == (None, "stopped")  # default
+
+    # kill -9 the JVM between ticks: the next tick starts a new server, applies once.
+    os.kill(int(str(first["jvm_pid"])), signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while (home / "clusters" / "2" / "server.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)  # the supervisor notices and leaves
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("INSERT INTO t VALUES (1, 10)")
+    mzflow_cli("tick", "--cluster", "etl")
+    second = server(home)
+    assert second["pid"] != first["pid"]
+    assert view(home) == [(1, 15), (2, 5), (3, 1)]
+    # The whole process group killed (no supervisor left to clean up): the same.
+    os.killpg(int(str(second["pid"])), signal.SIGKILL)
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("INSERT INTO t VALUES (2, -5)")
+    mzflow_cli("tick", "--cluster", "etl")
+    assert server(home)["pid"] not in (first["pid"], second["pid"])
+    assert view(home) == [(1, 15), (2, 0), (3, 1)]
+    stop = mzflow_cli("cluster", "stop", "etl")
+    assert "server stopped" in stop.stdout
+    assert not (home / "clusters" / "2" / "server.json").exists()
+
+
+def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    # A port already taken: the error names the cluster and the endpoint.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = mzflow_cli("cluster", "start", "etl", "--port", str(port), check=False)
+    assert proc.returncode == 1
+    assert (f'cluster "etl": cannot start its Spark Connect server at sc://127.0.0.1:{port}: '
+            "the port is already taken") in proc.stderr
+    # A server that will not start (no Java): a clear error with its log, no hang.
+    proc = subprocess.run([MZFLOW, "cluster", "start", "etl"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "JAVA_HOME": "/nonexistent-java"})
+    assert proc.returncode == 1
+    assert 'cluster "etl": its Spark Connect server at sc://127.0.0.1:' in proc.stderr
+    assert "did not start" in proc.stderr
+    # An idle server stops itself.
+    monkeypatch.setenv("MZFLOW_CLUSTER_IDLE_SECONDS", "3")
+    mzflow_cli("cluster", "start", "etl")
+    pid = int(str(server(home)["pid"]))
+    deadline = time.monotonic() + 60
+    while (home / "clusters" / "2" / "server.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not (home / "clusters" / "2" / "server.json").exists()
+    from mzflow.runtime.cluster_servers import alive
+
+    time.sleep(1)
+    assert not alive(pid)
+    assert "idle for 3.0 s" in (home / "clusters" / "2" / "server.log").read_text()
+    status = mzflow_cli("cluster", "status").stdout
+    assert "etl" in status and "stopped" in status
