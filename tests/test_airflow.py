@@ -691,6 +691,42 @@ def test_ticks_run_on_a_spark_connect_server_named_by_the_connection(
     # logs no ExecuteHolder).
     assert "ExecuteHolder ExecuteKey(" in served
 
+@pytest.mark.slow
+@pytest.mark.spark
+def test_dag_test_ticks_run_on_the_clusters_warm_server(home: Path, airflow_db: Path,
+                                                       tmp_path: Path) -> None:
+    """Issue 18: the server `mzflow cluster start` warmed serves the DAG's ticks (the
+    same process before and after), and each tick's commit says it ran there."""
+    from mzflow.runtime.ticks import SPARK_KEY, index_shard
+
+    env = {**os.environ, "MZFLOW_HOME": str(home), "MZFLOW_CLUSTER_SPARK": "managed"}
+    mzflow_cmd = str(Path(sys.executable).with_name("mzflow"))
+    started = subprocess.run([mzflow_cmd, "cluster", "start", "a"], capture_output=True,
+                             text=True, env=env, timeout=300)
+    assert started.returncode == 0, started.stderr
+    server = home / "clusters" / "2" / "server.json"
+    before = json.loads(server.read_text())
+    try:
+        with mzflow.connect(str(home)) as conn:
+            conn.execute("INSERT INTO t VALUES (1, 10), (2, -5), (3, 7)")
+        none = {"objects": [], "full_refresh": False, "at": None}
+        res, _ = run_dag_steps(home, airflow_db, tmp_path, LOADER,
+                               [{"dag": "mzflow_a", "conf": none},
+                                {"read": "SET cluster = a; SELECT k, w FROM m2 ORDER BY k"}],
+                               {"MZFLOW_CLUSTER_SPARK": "managed"})
+        assert res[0][0] == "success" and res[1] == [[1, 20], [3, 14]]
+        assert json.loads(server.read_text())["pid"] == before["pid"]
+        with mzflow.connect(str(home)) as conn:
+            snap = conn.store.snapshot()
+            m2 = snap.find("m2")
+            assert m2 is not None
+            index = next(i for i in snap.indexes_on(m2.id) if i.is_default_index)
+            newest = index_shard(conn.config.warehouse, index).ticks(1)[0]
+        assert newest[SPARK_KEY] == before["url"]
+    finally:
+        subprocess.run([mzflow_cmd, "cluster", "stop", "a"], env=env, timeout=120)
+
+
 # -- the plugin's catalog view -----------------------------------------------------------
 
 

@@ -108,8 +108,17 @@ def starting() -> bool:
 # kept per (url, key): a restarted server (a new key) gets a new session, since the
 # old one's server-side state died with it.
 _remote: dict[tuple[str, object], Any] = {}
+_master: list[str | None] = [None]  # the process session's master, once started
 _using: contextvars.ContextVar[tuple[str, object] | None] = contextvars.ContextVar(
     "mzflow_spark_endpoint", default=None)
+
+
+# pyspark picks classic or Connect code for every function call (F.col, createDataFrame
+# …) by this variable, which it sets for good when a Connect session is made, so that
+# the two never mix in one process. A process that ticks on a cluster's server and
+# reads on its own Spark does mix them, one block at a time: the variable is set inside
+# ``using`` and restored after. (Not for threads running Spark work concurrently.)
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
 
 
 @contextmanager
@@ -117,10 +126,26 @@ def using(url: str | None, key: object = None) -> Iterator[None]:
     """Run the block's Spark work on the Spark Connect server at ``url`` (None: the
     process's own Spark)."""
     token = _using.set((url, key) if url else None)
+    before = os.environ.get(_CONNECT_MODE)
+    if url:
+        os.environ[_CONNECT_MODE] = "1"
     try:
         yield
     finally:
         _using.reset(token)
+        if before is None:
+            os.environ.pop(_CONNECT_MODE, None)
+        else:
+            os.environ[_CONNECT_MODE] = before
+
+
+def where() -> str:
+    """The Spark that session() gives now: a server's URL, or "in-process"."""
+    endpoint = _using.get()
+    if endpoint is not None:
+        return endpoint[0]
+    master = _master[0]
+    return master if master and master.startswith(("sc://", "spark://")) else "in-process"
 
 
 def _connected(url: str, key: object) -> Any:
@@ -179,6 +204,7 @@ def _start(master: str | None) -> Any:
     from pyspark.sql import SparkSession
 
     url = master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]")
+    _master[0] = url
     # pyspark logs every failed query's JVM stack on this logger; the user gets
     # the same failure as an mzflow error instead.
     logging.getLogger("SQLQueryContextLogger").disabled = True
@@ -190,6 +216,7 @@ def _start(master: str | None) -> Any:
         for key, value in _SESSION_CONF.items():
             remote.conf.set(key, value)
         return remote
+    os.environ.pop(_CONNECT_MODE, None)  # classic (see ``using``)
     builder = (
         SparkSession.builder.appName("mzflow")
         .master(url)

@@ -63,6 +63,8 @@ class TickReport:
                 f"{self.seconds:.2f} s")
 
 
+SPARK_KEY = "mzflow.spark"  # where the tick ran (runtime/cluster_servers.py)
+
 Record = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
 
 # Planning a definition (bind, inline, lower: sqlglot) costs a tick ~0.15 s. It depends
@@ -134,6 +136,7 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     described = tick.describe()
     extra = commit.metadata(tick.decision, since, tick.batch_rows, tick.counters,
                             time.perf_counter() - started, described, spark_jobs)
+    extra[SPARK_KEY] = spark.where()  # the cluster's warm server, or in-process
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
     if staged is not None:
         assert quarantine is not None
