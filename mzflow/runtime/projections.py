@@ -181,17 +181,17 @@ def _aggregate_rows(table: Item, s: Shape, files: list[str]) -> pa.Table | None:
                     return None
             columns[f"_v{i}"] = value
             aggs.append((f"_v{i}", {"avg_sum": "sum", "count": "count"}.get(p.func, p.func)))
-        if data.num_rows == 0:
-            continue  # Spark's GROUP BY part gives such a part no row either
         frame = pa.table({k: _whole(v, data.num_rows) for k, v in columns.items()}
                          ) if columns else pa.table({"_n": pa.nulls(data.num_rows)})
         grouped = frame.group_by(keys, use_threads=False).aggregate(aggs)
+        if data.num_rows == 0:  # Spark's GROUP BY part gives such a part no row either
+            grouped = grouped.slice(0, 0)  # (a global aggregate's one row): its types
         out = grouped.select([f"{a[0]}_{a[1]}" if a[0] else "count_all" for a in aggs]
                              + keys).rename_columns(names + keys)
         pieces.append(out.add_column(0, PART, pa.array([part_name(f)] * out.num_rows,
                                                        pa.string())))
     if not pieces:
-        return None  # no rows at all: let Spark give the empty result its types
+        return None  # no files: let Spark give the empty result its types
     return pa.concat_tables(pieces, promote_options="permissive").select(
         [PART, *keys, *names])
 
