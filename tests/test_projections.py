@@ -197,7 +197,7 @@ BATTERY = [
     "SELECT g, sum(v) AS s FROM t GROUP BY g HAVING sum(v) IS NULL OR sum(v) > 0 "
     "ORDER BY g NULLS FIRST LIMIT 2 OFFSET 1",
     "SELECT g, count(*), sum(v) FROM t WHERE g = 'zz' GROUP BY g",
-    "SELECT count(*), sum(v), avg(n), max(n), min(x) FROM t WHERE g = 'zz'",
+    "SELECT count(*), sum(v), avg(n), max(n), avg(x) FROM t WHERE g = 'zz'",
     "SELECT g, sum(n) / count(*), avg(v), count(*) + 1 FROM t WHERE v > 0 GROUP BY g "
     "ORDER BY g NULLS LAST",
     "SELECT g, CAST(sum(v) AS double precision) / count(*) FROM t GROUP BY g",

@@ -195,7 +195,7 @@ def _aggregate(select: exp.Select, alias: str, table: pa.Table, group: exp.Group
     finish = []
     for j, agg in enumerate(aggs):
         spec, done = _agg_input(agg, _bare(agg, alias), table, j, frame)
-        specs += spec
+        specs += [sp for sp in spec if sp not in specs]  # count(*) once
         finish.append(done)
     names = [f"_g{i}" for i in range(len(keys))]
     source = pa.table(frame) if frame else pa.table({"_n": pa.nulls(table.num_rows)})
