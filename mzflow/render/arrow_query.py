@@ -67,7 +67,7 @@ def _shape(query: exp.Expr) -> tuple[exp.Select, str]:
         raise Unsupported(f"a SELECT with {extra[0]}")
     source = query.args.get("from_")
     if source is None or not isinstance(source.this, exp.Table):
-        raise Unsupported("a SELECT not reading one table")
+        raise Unsupported("a SELECT over a subquery or a join")
     if query.find(exp.Window, exp.Subquery, exp.Filter, exp.Distinct) or any(
             not isinstance(star.parent, exp.Count) for star in query.find_all(exp.Star)):
         raise Unsupported("windows, subqueries, * or DISTINCT")

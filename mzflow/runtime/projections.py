@@ -595,7 +595,7 @@ def _engine_line(snap: Snapshot, warehouse: Path, routing: Routing, types: list[
 
     name = routing.single()
     if name is None:
-        return "Read: on Spark (the query reads more than one projection's rows)"
+        return "Read: on Spark (the query is more than one SELECT over a projection's rows)"
     schema = _relation_schema(warehouse, routing.choices[0].routed.shape)
     if schema is None:
         return "Read: in process (Arrow) if its types allow, else on Spark"
