@@ -518,8 +518,9 @@ class Routing:
             return self.names[0]
         return None
 
+    @property
     def relations(self) -> dict[str, Any]:
-        """The rows as Spark relations (this starts Spark)."""
+        """The rows as Spark relations (this starts Spark; each use builds them anew)."""
         from mzflow.render.spark import Relation, from_arrow
 
         return {name: Relation(files=(), schema_ddl="", columns=tuple(rows.column_names),

@@ -129,7 +129,7 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
             # A projection's rows are few and local: one Spark job per action, not one
             # per adaptive stage.
             with spark.few_jobs():
-                found = spark.run(routing.query, {**others, **routing.relations()}, types)
+                found = spark.run(routing.query, {**others, **routing.relations}, types)
         rows = found
     else:
         rows = spark.run(p.query, relations(p, warehouse, at, snap), types)
