@@ -187,9 +187,30 @@ BATTERY = [
     "SELECT g, sum(v) * 2 AS s2 FROM t WHERE g IS NOT NULL GROUP BY g ORDER BY g LIMIT 2",
     "SELECT k, g, v FROM t WHERE k = 2",
     "SELECT count(*), sum(v), max(n) FROM t WHERE k IN (1, 3) AND v IS NOT NULL",
-    # A plain view's SELECT is routed inside the query that reads the view.
+    # Order matters below (each ORDER BY is total): NULL groups, all-NULL groups (sum
+    # NULL, count 0), both NULL orders, LIMIT and OFFSET, HAVING, an empty group set
+    # and a global aggregate of no rows, quotients of merged partials.
+    "SELECT g, sum(v), count(*), min(v), max(n), count(v) FROM t GROUP BY g "
+    "ORDER BY g DESC NULLS FIRST LIMIT 3",
+    "SELECT g, avg(n) AS a, avg(x), sum(v) * 2 FROM t GROUP BY g "
+    "ORDER BY 2 DESC NULLS LAST, g NULLS FIRST",
+    "SELECT g, sum(v) AS s FROM t GROUP BY g HAVING sum(v) IS NULL OR sum(v) > 0 "
+    "ORDER BY g NULLS FIRST LIMIT 2 OFFSET 1",
+    "SELECT g, count(*), sum(v) FROM t WHERE g = 'zz' GROUP BY g",
+    "SELECT count(*), sum(v), avg(n), max(n), avg(x) FROM t WHERE g = 'zz'",
+    "SELECT g, sum(n) / count(*), avg(v), count(*) + 1 FROM t WHERE v > 0 GROUP BY g "
+    "ORDER BY g NULLS LAST",
+    "SELECT g, CAST(sum(v) AS double precision) / count(*) FROM t GROUP BY g",
+    # The sorted projection: a key lookup with expressions, orders, aggregates.
+    "SELECT k, g, v, n FROM t WHERE k IN (1, 2) "
+    "ORDER BY g NULLS FIRST, v DESC NULLS LAST, n, k",
+    "SELECT k, v * 2 + 1, n * n, -n FROM t WHERE k = 3 AND n > 0",
+    "SELECT count(*), avg(v), avg(n), sum(n) / count(*), min(g) FROM t WHERE k IN (2, 4)",
+    # A plain view's SELECT is routed inside the query that reads the view (on Spark:
+    # the query is more than one SELECT over the projection's rows).
     "SELECT vg.g, vg.s, vg.c FROM vg WHERE vg.c > 1",
 ]
+ON_SPARK = {BATTERY[-1]}  # every other battery query is answered in process
 VIEW = "CREATE VIEW vg AS SELECT g, sum(v) AS s, count(*) AS c FROM t GROUP BY g"
 
 ROW = st.tuples(st.integers(0, 4), st.sampled_from(["a", "b", "c", None]),
@@ -234,10 +255,15 @@ def _norm(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return sorted((tuple(value(v) for v in r) for r in rows), key=repr)
 
 
-def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
+def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]], ordered: bool = False
+          ) -> bool:
+    """Equal rows (in the same order when ``ordered``); numbers to 6 decimal places, as
+    DuckDB's average is a double."""
     if len(a) != len(b):
         return False
-    for ra, rb in zip(_norm(a), _norm(b), strict=True):
+    pairs = zip(_norm(a), _norm(b), strict=True) if not ordered else zip(
+        [_norm([r])[0] for r in a], [_norm([r])[0] for r in b], strict=True)
+    for ra, rb in pairs:
         for va, vb in zip(ra, rb, strict=True):
             if isinstance(va, float) and isinstance(vb, float):
                 if not math.isclose(va, vb, rel_tol=1e-9, abs_tol=1e-9):
@@ -245,6 +271,17 @@ def _same(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
             elif va != vb:
                 return False
     return True
+
+
+def _types(rows: list[tuple[Any, ...]]) -> list[set[type]]:
+    """Each column's Python types (NULLs aside), and for decimals their exponents."""
+    out: list[set[Any]] = [set() for _ in rows[0]] if rows else []
+    for r in rows:
+        for i, v in enumerate(r):
+            if v is not None:
+                out[i].add((type(v), v.as_tuple().exponent if isinstance(v, Decimal)
+                            and v != 0 else None))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -261,6 +298,7 @@ def spark_home() -> Iterator[Path]:
 @given(steps=st.lists(STEP, min_size=2, max_size=4))
 def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
                                                      steps: list[tuple[str, Any]]) -> None:
+    from mzflow.render import spark
     from mzflow.runtime import projections
 
     home = Path(tempfile.mkdtemp(dir=spark_home))
@@ -286,17 +324,26 @@ def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
             times.append((conn.store.snapshot().read_ts,
                           {q: db.execute(q).fetchall() for q in BATTERY}))
             for q in BATTERY:
-                before = projections.ROUTED[0]
+                before, engine = projections.ROUTED[0], dict(projections.ENGINE)
                 conn.execute("SET optimize_use_projections = true")
-                routed = conn.execute(q).rows
+                with spark.counting_jobs() as jobs:
+                    routed = conn.execute(q).rows
                 was_routed = projections.ROUTED[0] > before
                 conn.execute("SET optimize_use_projections = false")
                 plain = conn.execute(q).rows
                 expected = times[-1][1][q]
-                assert _same(routed, plain), (step, q, routed, plain)
-                assert _same(routed, expected), (step, q, routed, expected)
+                ordered = "ORDER BY" in q
+                assert _same(routed, plain, ordered), (step, q, routed, plain)
+                assert _same(routed, expected, ordered), (step, q, routed, expected)
+                # Values of the same Python types as the Spark path's (Decimal, int…).
+                assert _types(routed) == _types(plain), (q, routed, plain)
                 # Every battery query is answerable by a projection: it was routed.
                 assert was_routed, (q, "not routed")
+                # … in process, without a Spark job, unless its shape is beyond that.
+                in_arrow = projections.ENGINE["arrow"] - engine["arrow"]
+                assert in_arrow == (q not in ON_SPARK), (step, q, projections.ENGINE)
+                if q not in ON_SPARK:
+                    assert jobs() in (0, None), (step, q, jobs())
         # AS OF an earlier time reads that time's parts through the projections.
         conn.execute("SET optimize_use_projections = true")
         at, answers = times[0]
@@ -632,3 +679,81 @@ def test_wide_decimal_partials_are_stored_as_spark_would(conn: mzflow.Connection
     for f, p, d, t in rows + [("A", "1.00", "0.50", "0.50")]:
         exact[f] = exact.get(f, D(0)) + D(p) * (1 - D(d)) * (1 + D(t))
     assert got == exact
+
+
+# -- routed reads in process ---------------------------------------------------------
+
+
+def test_a_routed_read_is_answered_in_process_without_spark(conn: mzflow.Connection) -> None:
+    # Not marked spark: the conftest guard fails this test if anything starts Spark.
+    # Values and their types as the Spark path returns them: ints, Decimals at the bound
+    # scale (avg: 16 places, rounded half away from zero), NULL groups and NULL sums.
+    conn.execute("CREATE TABLE t (k int, g text, v int, n numeric(8,2), "
+                 "PROJECTION by_g (SELECT g, sum(v), count(*), count(v), avg(n), min(n), "
+                 "max(v) GROUP BY g), PROJECTION by_k (SELECT k, v, n ORDER BY k))")
+    conn.execute("INSERT INTO t VALUES (1, 'a', 2, 1.50), (1, 'a', 2, 1.50), "
+                 "(2, 'a', NULL, 0.25), (3, 'b', NULL, NULL), (4, NULL, 5, 2.00)")
+    conn.execute("INSERT INTO t VALUES (5, 'a', 1, 1.00), (6, 'c', 1, 0.01), "
+                 "(6, 'c', 1, 0.01), (7, 'c', 1, 0.00), (8, 'd', -1, -0.01), "
+                 "(8, 'd', -1, -0.01), (8, 'd', -1, 0.00)")
+    q = ("SELECT g, sum(v), count(*), count(v), avg(n), min(n), max(v) FROM t GROUP BY g "
+         "ORDER BY g NULLS FIRST")
+    explain = conn.execute(f"EXPLAIN {q}").rows[0][0]
+    assert "Projection: by_g (aggregate)" in explain, explain
+    assert "Read: in process (Arrow), no Spark job" in explain, explain
+    rows = conn.execute(q).rows
+    D = Decimal
+    assert rows == [
+        (None, 5, 1, 1, D("2.0000000000000000"), D("2.00"), 5),
+        ("a", 5, 4, 3, D("1.0625000000000000"), D("0.25"), 2),
+        ("b", None, 1, 0, None, None, None),
+        ("c", 3, 3, 3, D("0.0066666666666667"), D("0.00"), 1),
+        ("d", -3, 3, 3, D("-0.0066666666666667"), D("-0.01"), -1)]
+    assert [[str(v) for v in r if isinstance(v, Decimal)] for r in rows][1] == [
+        "1.0625000000000000", "0.25"]
+    lookup = "SELECT k, v, n * 2 FROM t WHERE k IN (1, 5, 9) ORDER BY k DESC, v"
+    assert "Read: in process (Arrow)" in conn.execute(f"EXPLAIN {lookup}").rows[0][0]
+    assert conn.execute(lookup).rows == [(5, 1, D("2.00")), (1, 2, D("3.00")),
+                                         (1, 2, D("3.00"))]
+    assert conn.execute("SELECT count(*), sum(v), avg(n) FROM t WHERE g = 'zz'").rows == [
+        (0, None, None)]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_routed_reads_beyond_the_evaluator_run_on_spark(tmp_path: Path) -> None:
+    from mzflow.render.spark import EvaluationError
+    from mzflow.runtime import projections
+
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (g text, x double, v int)")
+    rows = "('a', 0.5, 1), ('a', 1.5, 2), ('b', 0.5, NULL), (NULL, NULL, 4), ('a', 0.5, 3)"
+    db.execute(f"INSERT INTO t VALUES {rows}")
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("CREATE TABLE t (g text, x double precision, v int, "
+                     "PROJECTION by_x (SELECT x, sum(v), count(*) GROUP BY x), "
+                     "PROJECTION by_g (SELECT g, sum(v), count(*) GROUP BY g))")
+        conn.execute(f"INSERT INTO t VALUES {rows}")
+        # A floating-point key: Arrow groups -0.0 and 0.0, NaNs, apart; SQL does not.
+        q = "SELECT x, sum(v), count(*) FROM t GROUP BY x"
+        explain = conn.execute(f"EXPLAIN {q}").rows[0][0]
+        assert "Projection: by_x (aggregate)" in explain, explain
+        assert "Read: on Spark (a floating-point GROUP BY key)" in explain, explain
+        before = dict(projections.ENGINE)
+        routed = conn.execute(q).rows
+        assert projections.ENGINE["spark"] == before["spark"] + 1
+        assert projections.ENGINE["arrow"] == before["arrow"]
+        conn.execute("SET optimize_use_projections = false")
+        assert _same(routed, conn.execute(q).rows)
+        assert _same(routed, db.execute(q).fetchall())
+        # A row that fails in process is left to Spark, whose error the read reports.
+        conn.execute("SET optimize_use_projections = true")
+        bad = "SELECT g, sum(v) / (count(*) - count(*)) FROM t GROUP BY g"
+        assert "Read: in process (Arrow)" in conn.execute(f"EXPLAIN {bad}").rows[0][0]
+        before = dict(projections.ENGINE)
+        with pytest.raises(EvaluationError, match="division by zero"):
+            conn.execute(bad)
+        assert projections.ENGINE["spark"] == before["spark"] + 1
+        conn.execute("SET optimize_use_projections = false")
+        with pytest.raises(EvaluationError, match="division by zero"):
+            conn.execute(bad)

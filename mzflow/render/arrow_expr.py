@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from mzflow.catalog.exprtypes import OPERANDS
 from mzflow.errors import TypeMismatch, UnknownColumn, UnknownFunction, Unsupported
 from mzflow.render.spark import EvaluationError, evaluation_error
 from mzflow.sql.parse import DIALECT
@@ -120,6 +121,8 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
         return _like(node, table)
     if type(node) in _ARITH:
         return _arith(*_ARITH[type(node)], ev(node.this), ev(node.expression))
+    if isinstance(node, exp.Div) and isinstance(node.type, exp.DataType):
+        return _divide(node, ev(node.this), ev(node.expression), table.num_rows)
     if isinstance(node, exp.Neg | exp.Abs):
         v, fn = _typed([ev(node.this)], "")[0][0], node.key
         if _kind(v.type) not in ("int", "dec", "float"):
@@ -419,6 +422,90 @@ def _arith(fn: str, op: str, a: Value, b: Value) -> Data:
         if fn == "multiply" and _any(pc.and_kleene(pc.equal(r, 0), nonzero)):
             raise _fail("value out of range: underflow", "22003")
     return r
+
+
+def _divide(node: exp.Div, a: Value, b: Value, n: int) -> Data:
+    """``a / b`` of the result type the binder gave the division (``catalog/exprtypes.py``;
+    an unbound division is refused): integers truncate; a numeric quotient is exact,
+    rounded half away from zero at the result's scale, within the 38 digits the Spark
+    path (``render/spark.py: _decimal_quotient``) gives it; a double is IEEE's."""
+    (a, b), t = _typed([a, b], "/")
+    k, result = _kind(t), node.type
+    assert isinstance(result, exp.DataType)
+    if k not in ("int", "dec", "float"):
+        raise UnknownFunction(f"operator does not exist: {_pg(a.type)} / {_pg(b.type)}")
+    if k == "float" and result.is_type(exp.DType.DOUBLE):
+        a, b = _widen(a, t), _widen(b, t)
+        # PostgreSQL's float8div: NaN / 0 is NaN, anything else / 0 an error.
+        if _any(pc.and_kleene(pc.equal(b, 0), pc.invert(pc.is_nan(a)))):
+            raise _fail("division by zero", "22012")
+        r = pc.divide(a, b)
+        finite = pc.and_kleene(pc.invert(pc.is_inf(a)), pc.invert(pc.is_inf(b)))
+        if _any(pc.and_kleene(pc.is_inf(r), finite)):
+            raise _fail("value out of range: overflow", "22003")
+        if _any(pc.and_kleene(pc.equal(r, 0), pc.and_kleene(pc.not_equal(a, 0),
+                                                              pc.invert(pc.is_inf(b))))):
+            raise _fail("value out of range: underflow", "22003")
+        return r
+    if k == "int" and result.is_type(*exp.DataType.INTEGER_TYPES):
+        a, b = _widen(a, t), _widen(b, t)
+        _no_zero_divisor(a, b)
+        return _checked(lambda: pc.divide_checked(a, b), t)  # truncates toward zero
+    if k in ("int", "dec") and result.is_type(exp.DType.DECIMAL):
+        operands = node.meta.get(OPERANDS) or (None, node.expression.type)
+        den_t = operands[1] if len(operands) > 1 else None
+        scale, den_scale = _type_scale(result), _type_scale(den_t)
+        if den_t is None or scale < 6 or scale + den_scale > 37:
+            raise Unsupported(f"cannot divide to numeric scale {scale} exactly yet")
+        _no_zero_divisor(a, b)
+        return quotient(a, b, scale, 38 - den_scale, n)
+    raise Unsupported(f"cannot divide {_pg(a.type)} by {_pg(b.type)} into "
+                      f"{result.sql(dialect=DIALECT).lower()} yet")
+
+
+def _no_zero_divisor(a: Data, b: Data) -> None:
+    if _any(pc.and_kleene(pc.equal(b, 0), pc.is_valid(a))):  # NULL / 0 is NULL
+        raise _fail("division by zero", "22012")
+
+
+def _type_scale(dtype: exp.DataType | None) -> int:
+    if dtype is None or not dtype.is_type(exp.DType.DECIMAL):
+        return 0
+    params = dtype.expressions
+    if len(params) < 2:
+        return 10 if not params else 0
+    p = params[1]
+    return int((p.this if isinstance(p, exp.DataTypeParam) else p).name)
+
+
+def quotient(a: Data, b: Data, scale: int, digits: int, n: int) -> Data:
+    """Exact ``a / b`` of integers or numerics as ``decimal(38, scale)``, rounded half
+    away from zero, as PostgreSQL rounds and as Spark's HALF_UP does. ``a`` fits in
+    ``digits`` digits at that scale and the quotient in 38, else numeric field overflow
+    (the Spark path's casts fail there). Python integers, value by value: a routed
+    read divides per group, a few rows."""
+    scalar = isinstance(a, pa.Scalar) and isinstance(b, pa.Scalar)
+    xs = [a.as_py()] if isinstance(a, pa.Scalar) else _array(a, n).to_pylist()
+    ys = [b.as_py()] if isinstance(b, pa.Scalar) else _array(b, n).to_pylist()
+    if len(xs) != len(ys):
+        xs, ys = xs * (len(ys) if len(xs) == 1 else 1), ys * (len(xs) if len(ys) == 1 else 1)
+    out: list[Decimal | None] = []
+    for x, y in zip(xs, ys, strict=True):
+        if x is None or y is None:
+            out.append(None)
+            continue
+        if abs(x) >= Decimal(10) ** (digits - scale):
+            raise _fail("numeric field overflow", "22003")
+        (n1, d1), (n2, d2) = x.as_integer_ratio(), y.as_integer_ratio()
+        num, den = n1 * d2 * 10 ** scale, d1 * n2
+        q, r = divmod(abs(num), abs(den))
+        q += 2 * r >= abs(den)
+        q = -q if (num < 0) != (den < 0) else q
+        if abs(q) >= 10 ** 38:
+            raise _fail("numeric field overflow", "22003")
+        out.append(Decimal(q).scaleb(-scale))
+    t = pa.decimal128(38, scale)
+    return pa.scalar(out[0], t) if scalar else pa.array(out, t)
 
 
 def _cast(v: Value, to: exp.DataType) -> Data:

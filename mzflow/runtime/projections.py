@@ -43,6 +43,8 @@ log = logging.getLogger("mzflow.projections")
 # rows, and base-table rows of the parts projected on the fly.
 ROWS_READ = {"projection": 0, "base": 0}
 ROUTED = [0]  # reads answered from a projection
+# How routed reads ran: in process over the relation's Arrow rows, or on Spark.
+ENGINE = {"arrow": 0, "spark": 0}
 
 _seq = itertools.count()
 _SHAPES: dict[tuple[str, str, tuple[Any, ...]], Shape] = {}
@@ -179,17 +181,17 @@ def _aggregate_rows(table: Item, s: Shape, files: list[str]) -> pa.Table | None:
                     return None
             columns[f"_v{i}"] = value
             aggs.append((f"_v{i}", {"avg_sum": "sum", "count": "count"}.get(p.func, p.func)))
-        if data.num_rows == 0:
-            continue  # Spark's GROUP BY part gives such a part no row either
         frame = pa.table({k: _whole(v, data.num_rows) for k, v in columns.items()}
                          ) if columns else pa.table({"_n": pa.nulls(data.num_rows)})
         grouped = frame.group_by(keys, use_threads=False).aggregate(aggs)
+        if data.num_rows == 0:  # Spark's GROUP BY part gives such a part no row either
+            grouped = grouped.slice(0, 0)  # (a global aggregate's one row): its types
         out = grouped.select([f"{a[0]}_{a[1]}" if a[0] else "count_all" for a in aggs]
                              + keys).rename_columns(names + keys)
         pieces.append(out.add_column(0, PART, pa.array([part_name(f)] * out.num_rows,
                                                        pa.string())))
     if not pieces:
-        return None  # no rows at all: let Spark give the empty result its types
+        return None  # no files: let Spark give the empty result its types
     return pa.concat_tables(pieces, promote_options="permissive").select(
         [PART, *keys, *names])
 
@@ -428,11 +430,9 @@ def choose(snap: Snapshot, warehouse: Path, query: exp.Query,
     return Choice(best[1], best[2], best[3], tuple(rejected + others))
 
 
-def relation(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> Any:
+def rows(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> pa.Table:
     """The routed query's relation: stored rows of the parts at ``at`` ∪ the rest
-    projected on the fly (a Spark DataFrame)."""
-    from mzflow.render.spark import Relation, from_arrow
-
+    projected on the fly."""
     s = choice.routed.shape
     table = s.table
     ROUTED[0] += 1
@@ -446,7 +446,7 @@ def relation(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> Any:
     missing = [f for f in files if part_name(f) not in kept]
     columns = list(s.stored_columns())
     if s.kind != AGGREGATE:
-        return _sorted_relation(choice, files, kept, stored_files, missing)
+        return _sorted_lookup(choice, stored_files, missing)
     parts = []
     if stored_files:
         stored = read_files(stored_files, pshard.schema())
@@ -459,20 +459,19 @@ def relation(snap: Snapshot, warehouse: Path, choice: Choice, at: int) -> Any:
             actions.column("path").to_pylist(), actions.column("num_records").to_pylist(),
             strict=True) if part_name(p) in names)
         parts.append(compute(table, s, missing).select(columns))
-    if not parts:  # an empty table version: the projection of no rows
+    if not parts and pshard.exists():  # an empty table version: no rows, the kept types
+        parts.append(read_files([], pshard.schema()).select(columns))
+    if not parts:  # nothing kept either: Spark types the projection of no rows
         parts.append(compute(table, s, []).select(columns))
     if len(parts) == 2:
         parts[1] = parts[1].cast(parts[0].schema)
-    rows = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-    return Relation(files=(), schema_ddl="", columns=tuple(columns), frame=from_arrow(rows))
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-def _sorted_relation(choice: Choice, files: list[str], kept: dict[str, list[str]],
-                     stored_files: list[str], missing: list[str]) -> Any:
+def _sorted_lookup(choice: Choice, stored_files: list[str], missing: list[str]
+                   ) -> pa.Table:
     """A sorted projection's rows with the routed sort key values: the row groups of the
     stored parts that may hold them, and the matching rows of the parts without."""
-    from mzflow.render.spark import Relation, from_arrow
-
     s = choice.routed.shape
     values = list(choice.routed.key_values or ())
     columns = list(s.columns)
@@ -486,13 +485,17 @@ def _sorted_relation(choice: Choice, files: list[str], kept: dict[str, list[str]
         pieces.append(found)
     pieces = [p for p in pieces if p.num_rows] or [pieces[0]]
     rows = pa.concat_tables(pieces, promote_options="permissive")
-    if rows.num_rows == 0:  # typed empty rows: Spark needs the columns' types
-        from mzflow.storage.types import arrow_schema
+    try:  # the table's types (a column no file holds yet reads as Arrow's null type)
+        return _plain(rows.cast(_sorted_schema(s)))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return _plain(rows)
 
-        types = {c.name: c for c in s.table.columns}
-        rows = arrow_schema([(c, types[c].type, True) for c in columns]).empty_table()
-    return Relation(files=(), schema_ddl="", columns=tuple(columns),
-                    frame=from_arrow(_plain(rows)))
+
+def _sorted_schema(s: Shape) -> pa.Schema:
+    from mzflow.storage.types import arrow_schema
+
+    types = {c.name: c for c in s.table.columns}
+    return arrow_schema([(c, types[c].type, True) for c in s.columns])
 
 
 @dataclass
@@ -501,9 +504,27 @@ class Routing:
     query itself, an inlined view's, a subquery's) read from that projection."""
 
     query: exp.Query
-    relations: dict[str, Any]  # relation name → Relation (when built)
+    tables: dict[str, pa.Table]  # relation name → its rows (when built)
     choices: list[Choice]
     rejected: list[tuple[str, str]]
+    names: list[str] = field(default_factory=list)  # each choice's relation name
+
+    def single(self) -> str | None:
+        """The relation's name when the whole query is one SELECT reading it alone: the
+        shape an in-process answer may take."""
+        tables = list(self.query.find_all(exp.Table))
+        if (isinstance(self.query, exp.Select) and len(self.choices) == 1
+                and len(tables) == 1 and tables[0].name == self.names[0]):
+            return self.names[0]
+        return None
+
+    @property
+    def relations(self) -> dict[str, Any]:
+        """The rows as Spark relations (this starts Spark; each use builds them anew)."""
+        from mzflow.render.spark import Relation, from_arrow
+
+        return {name: Relation(files=(), schema_ddl="", columns=tuple(rows.column_names),
+                               frame=from_arrow(rows)) for name, rows in self.tables.items()}
 
 
 def enabled(snap: Snapshot) -> bool:
@@ -539,13 +560,67 @@ def route_query(snap: Snapshot, warehouse: Path, query: exp.Query, at: int, *,
         for t in routed.find_all(exp.Table):
             t.set("this", exp.to_identifier(name))
         routing.choices.append(choice)
+        routing.names.append(name)
         if build:
-            routing.relations[name] = relation(snap, warehouse, choice, at)
+            routing.tables[name] = rows(snap, warehouse, choice, at)
         if select is routing.query:
             routing.query = routed
         else:
             select.replace(routed)
     return routing if routing.choices else None
+
+
+def answer(routing: Routing, types: list[str]) -> list[tuple[Any, ...]] | None:
+    """The routed query's rows computed in process (``render/arrow_query.py``), or None:
+    the query's shape or types are beyond it, or a row failed to evaluate; the caller
+    runs it on Spark, which answers or reports the error."""
+    from mzflow.errors import Error
+    from mzflow.render import arrow_query
+
+    name = routing.single()
+    if name is None:
+        ENGINE["spark"] += 1
+        return None
+    try:
+        out = arrow_query.run(routing.query, routing.tables[name], types)
+    except Error as e:
+        log.debug("routed read on Spark: %s", e)
+        ENGINE["spark"] += 1
+        return None
+    except Exception as e:  # a defect of the evaluator must not cost an answer
+        log.warning("routed read on Spark after an in-process failure: %r", e)
+        ENGINE["spark"] += 1
+        return None
+    ENGINE["arrow"] += 1
+    return out
+
+
+def _engine_line(snap: Snapshot, warehouse: Path, routing: Routing, types: list[str]
+                 ) -> str:
+    """How a routed read will run (EXPLAIN): decided from the relation's types, as the
+    read decides it again from its rows."""
+    from mzflow.render import arrow_query
+
+    name = routing.single()
+    if name is None:
+        return "Read: on Spark (the query is more than one SELECT over a projection's rows)"
+    schema = _relation_schema(warehouse, routing.choices[0].routed.shape)
+    if schema is None:
+        return "Read: in process (Arrow) if its types allow, else on Spark"
+    why = arrow_query.check(routing.query, schema, types)
+    if why is None:
+        return "Read: in process (Arrow), no Spark job"
+    return f"Read: on Spark ({why})"
+
+
+def _relation_schema(warehouse: Path, s: Shape) -> pa.Schema | None:
+    if s.kind != AGGREGATE:
+        return _sorted_schema(s)
+    pshard = shard_of(warehouse, s.projection)
+    if not pshard.exists():
+        return None
+    schema = pshard.schema()
+    return pa.schema([schema.field(c) for c in s.stored_columns()])
 
 
 def explain(choice: Choice | None, rejected: list[tuple[str, str]]) -> list[str]:
@@ -581,6 +656,7 @@ def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: boo
     lines: list[str] = []
     for choice in routing.choices:
         lines += explain(choice, [])
+    lines.append(_engine_line(snap, warehouse, routing, [c.type for c in p.bound.columns]))
     return lines + explain(None, routing.rejected)
 
 

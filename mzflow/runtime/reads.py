@@ -127,17 +127,21 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
     check_time(snap, (item for _, item, _ in p.tables), at)
     routing = proj.route_query(snap, warehouse, p.query, at) if (
         projections and not p.indexes) else None
+    types = [c.type for c in p.bound.columns]
     if routing is not None:
-        others = {k: v for k, v in relations(p, warehouse, at, snap).items()
-                  if any(t.name == k for t in routing.query.find_all(exp.Table))}
-        # A projection's rows are few and local: one Spark job per action, not one per
-        # adaptive stage.
-        with spark.few_jobs():
-            rows = spark.run(routing.query, {**others, **routing.relations},
-                             [c.type for c in p.bound.columns])
+        # Few rows, read already: answered in process when the evaluator can (Spark's
+        # fixed cost per query is most of such a read's time), else on Spark.
+        found = proj.answer(routing, types)
+        if found is None:
+            others = {k: v for k, v in relations(p, warehouse, at, snap).items()
+                      if any(t.name == k for t in routing.query.find_all(exp.Table))}
+            # A projection's rows are few and local: one Spark job per action, not one
+            # per adaptive stage.
+            with spark.few_jobs():
+                found = spark.run(routing.query, {**others, **routing.relations}, types)
+        rows = found
     else:
-        rows = spark.run(p.query, relations(p, warehouse, at, snap),
-                         [c.type for c in p.bound.columns])
+        rows = spark.run(p.query, relations(p, warehouse, at, snap), types)
     tz = [i for i, c in enumerate(p.bound.columns) if c.type == "timestamp with time zone"]
     if tz:
         rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]
