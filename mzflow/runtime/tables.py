@@ -120,9 +120,11 @@ class TableWrites:
             # that no other writer of the projection (MATERIALIZE) stores a part twice.
             # A part whose rows are not stored (a crash in between) is projected on the
             # fly by its readers.
+            written, shard.last_written = shard.last_written, None
             with self.store.write() as again:
                 projections.keep_new_parts(again.snapshot, self.warehouse, item, version,
-                                           verb)
+                                           verb, written)
+        shard.last_written = None
         log.info("%s %s: %d rows, version %s at %d", status, item.qualified_name, count,
                  version, ts)
         return WriteResult(f"{status} {count}", count, version, ts,

@@ -72,6 +72,7 @@ class Shard:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._dt: Any = None  # the open table; a statement opens it once
+        self.last_written: tuple[int, pa.Table] | None = None
 
     @classmethod
     def shared(cls, path: Path) -> Shard:
@@ -106,7 +107,11 @@ class Shard:
         # the rows of a few keys reads the few files whose ranges hold them.
         write_deltalake(self._table(), data, mode="append", target_file_size=file_size,
                         commit_properties=_props(ts, txn, top))
-        return self.version()
+        version = self.version()
+        # What this append wrote, for whoever reads the new files back right away (a
+        # projection's new parts): the rows are in memory already.
+        self.last_written = (version, data)
+        return version
 
     def delete_rows(self, rowids: pa.Array, ts: int, txn: tuple[str, int] | None = None) -> int:
         source = pa.table({ROWID: rowids})
