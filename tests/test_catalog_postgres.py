@@ -72,6 +72,22 @@ def test_catalog_lives_in_postgres_and_starts_with_default_cluster(
         (1, "default", False, None)]
 
 
+def test_cluster_spark_endpoint_is_stored_in_postgres(tmp_path: Path, catalog_url: str) -> None:
+    # Migration 6's ALTER TABLE ran on PostgreSQL; the column round-trips through it.
+    url = "sc://spark.example:15002/;token=abc"
+    with _connect(tmp_path, catalog_url) as conn:
+        conn.execute(f"CREATE CLUSTER etl (SIZE 'small', SPARK '{url}')")
+        conn.execute("ALTER CLUSTER etl SET (SIZE 'large')")
+    assert _rows(catalog_url, "SELECT name, size, spark FROM clusters ORDER BY id") == [
+        ("default", None, None), ("etl", "large", url)]
+    with _connect(tmp_path, catalog_url) as conn:
+        assert conn.execute("SHOW CREATE CLUSTER etl").rows == [
+            ("etl", f"CREATE CLUSTER \"etl\" (SIZE = 'large', SPARK = '{url}')")]
+        conn.execute("ALTER CLUSTER etl RESET (SPARK)")
+        assert conn.execute("SELECT name, spark FROM mz_clusters ORDER BY id").rows == [
+            ("default", None), ("etl", None)]
+
+
 def test_ddl_round_trip(tmp_path: Path, catalog_url: str) -> None:
     with _connect(tmp_path, catalog_url) as conn:
         conn.execute("CREATE CLUSTER etl SIZE 'small'")

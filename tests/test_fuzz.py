@@ -96,6 +96,9 @@ cluster_option = st.one_of(
     st.sampled_from(SIZES).map(lambda s: f"SIZE '{s}'"),
     st.sampled_from(SIZES).map(lambda s: f"SIZE = '{s}'"),
     st.just("SIZE 1"),
+    st.sampled_from(("sc://localhost:15002", "sc://h:1/;token=a", "sc://h", "http://h:1",
+                     "sc://h:0")).map(lambda u: f"SPARK '{u}'"),
+    st.just("SPARK 15002"),
     st.just("REPLICAS = 2"),
     st.just("BOGUS 'x'"),
 )
@@ -103,8 +106,11 @@ create_cluster = st.builds(
     lambda c, opts, wrap: f"CREATE CLUSTER {c}" + (
         "" if not opts else (f" ({opts})" if wrap else f" {opts}")),
     cluster, st.one_of(st.just(""), csv_of(cluster_option, 2)), st.booleans())
-alter_cluster = st.builds(lambda c, opts: f"ALTER CLUSTER {c} SET ({opts})",
-                          cluster, csv_of(cluster_option, 2))
+alter_cluster = st.one_of(
+    st.builds(lambda c, opts: f"ALTER CLUSTER {c} SET ({opts})",
+              cluster, csv_of(cluster_option, 2)),
+    st.builds(lambda c, opts: f"ALTER CLUSTER {c} RESET ({opts})",
+              cluster, csv_of(st.sampled_from(("SIZE", "VIRTUAL", "SPARK", "BOGUS")), 2)))
 drop_cluster = st.builds(
     lambda exists, names, cascade: f"DROP CLUSTER{exists} {names}{cascade}",
     opt(st.just("IF EXISTS"), " "), csv_of(cluster, 2),
@@ -197,6 +203,7 @@ shows = st.one_of(
               show_filter),
     st.builds(lambda kind, name: f"SHOW CREATE {kind} {name}",
               st.sampled_from(("TABLE", "VIEW", "MATERIALIZED VIEW", "INDEX", "SINK")), ident),
+    st.builds(lambda name: f"SHOW CREATE CLUSTER {name}", cluster),
     st.builds(lambda name, f: f"SHOW COLUMNS FROM {name}{f}", ident, show_filter),
     st.sampled_from(("SHOW OBJECTS WHERE type = 'x'", "SHOW INDEXES WHERE key_name LIKE 1",
                      "SHOW COLUMNS FROM t WHERE nullable", "SHOW SINKS FROM public",
@@ -210,7 +217,7 @@ selects = st.one_of(
     st.just("SELECT count(*) FROM mz_objects"),
     st.just("SELECT o.name, c.name FROM mz_indexes o JOIN mz_clusters c ON o.cluster_id = c.id"),
     st.sampled_from((
-        "SELECT id, name, virtual, size, pool_slots FROM mz_clusters ORDER BY id",
+        "SELECT id, name, virtual, size, pool_slots, spark FROM mz_clusters ORDER BY id",
         "SELECT type, count(*) FROM mz_objects GROUP BY type HAVING count(*) > 0",
         "SELECT * FROM mz_clusters WHERE id IN (SELECT cluster_id FROM mz_indexes)",
         "SELECT id FROM mz_clusters UNION SELECT oid FROM mz_objects ORDER BY 1 LIMIT 3",
@@ -240,6 +247,8 @@ SEEDS = (
     "CREATE CLUSTER c1 SIZE 'small'",
     "CREATE CLUSTER c2 (VIRTUAL)",
     "ALTER CLUSTER c1 SET (SIZE 'large')",
+    "ALTER CLUSTER c1 SET (SPARK 'sc://localhost:15002'); ALTER CLUSTER c1 RESET (SPARK)",
+    "SHOW CREATE CLUSTER c1",
     "DROP CLUSTER IF EXISTS c1 CASCADE",
     "SHOW CLUSTERS LIKE 'c%'",
     "SHOW CLUSTERS WHERE name = 'default'",
@@ -477,6 +486,12 @@ def check_everything(conn: mzflow.Connection, home: str, where: str) -> None:
         if isinstance(target, exp.Schema):  # CREATE TABLE name (columns)
             target = target.this
         assert target.name == name, f"{name} shown as {create_sql}\n{where}"
+    for _, name in state["clusters"]:
+        (_, create_sql), = conn.execute(f"SHOW CREATE CLUSTER {quote_ident(str(name))}").rows
+        created = parse(str(create_sql))
+        assert len(created) == 1 and created[0].this.name == name, f"{create_sql}\n{where}"
+    assert rows(conn, "SELECT name FROM mz_clusters WHERE virtual AND spark IS NOT NULL") == [
+        ], f"a VIRTUAL cluster bound to SPARK\n{where}"
 
 
 READ_ONLY = re.compile(r"\s*(SELECT|SHOW|WITH)\b", re.I)

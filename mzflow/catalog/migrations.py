@@ -34,6 +34,8 @@ clusters = sa.Table(
     sa.Column("name", sa.String(255), nullable=False, unique=True),
     sa.Column("virtual", sa.Boolean, nullable=False, default=False),
     sa.Column("size", sa.String(64)),
+    # v6
+    sa.Column("spark", sa.Text),  # a Spark Connect URL, sc://host:port
 )
 items = sa.Table(
     "items", metadata,
@@ -152,13 +154,17 @@ expectation_runs = sa.Table(
 
 
 def _v1_initial(conn: Connection) -> None:
-    # The v1 shape of `items`, frozen here: the module-level table has grown since.
-    v1_items = sa.Table("items", sa.MetaData(), *[
+    # The v1 shapes of `clusters` and `items`, frozen here: the module-level tables have
+    # grown since.
+    v1 = sa.MetaData()
+    v1_clusters = sa.Table("clusters", v1, *[
+        c._copy() for c in clusters.columns if c.name != "spark"])
+    v1_items = sa.Table("items", v1, *[
         c._copy() for c in items.columns
         if c.name not in ("created_ts", "retain_history_ms", "since_ts")],
         sa.UniqueConstraint("database_name", "schema_name", "name"))
-    for table in (meta, clusters, v1_items, collection_ids, columns, index_keys, dependencies,
-                  settings):
+    for table in (meta, v1_clusters, v1_items, collection_ids, columns, index_keys,
+                  dependencies, settings):
         table.create(conn)
     conn.execute(meta.insert(), [
         {"key": "catalog_version", "value": "1"},
@@ -169,7 +175,7 @@ def _v1_initial(conn: Connection) -> None:
         {"key": "installation_id", "value": str(uuid.uuid4())},
     ])
     # The cluster design: every catalog starts with cluster 1, 'default'.
-    conn.execute(clusters.insert().values(id=1, name="default", virtual=False, size=None))
+    conn.execute(v1_clusters.insert().values(id=1, name="default", virtual=False, size=None))
 
 
 def _v2_time(conn: Connection) -> None:
@@ -198,12 +204,20 @@ def _v5_expectations(conn: Connection) -> None:
     conn.execute(meta.insert(), [{"key": "next_expectation_id", "value": "1"}])
 
 
+def _v6_cluster_spark(conn: Connection) -> None:
+    """A cluster's Spark Connect endpoint (``CREATE CLUSTER … SPARK 'sc://…'``)."""
+    # TEXT, not VARCHAR(n): a URL's parameters (a token) have no useful bound, and
+    # TEXT is a nullable column type SQLite and PostgreSQL both take in ADD COLUMN.
+    conn.execute(sa.text("ALTER TABLE clusters ADD COLUMN spark TEXT"))
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "initial catalog", _v1_initial),
     (2, "timestamps and frontiers", _v2_time),
     (3, "comments", lambda conn: comments.create(conn)),
     (4, "projections and partitions", _v4_projections),
     (5, "expectations", _v5_expectations),
+    (6, "cluster spark endpoint", _v6_cluster_spark),
 )
 LATEST = MIGRATIONS[-1][0]
 

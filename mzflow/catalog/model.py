@@ -36,10 +36,15 @@ class Cluster:
     name: str
     virtual: bool = False
     size: str | None = None
+    # A Spark Connect URL (``sc://host:port``) the cluster's ticks run against; None:
+    # mzflow provides the Spark session itself.
+    spark: str | None = None
 
     def __post_init__(self) -> None:
         if self.virtual and self.size is not None:
             raise ValueError("a cluster is either VIRTUAL or SIZEd, not both")
+        if self.virtual and self.spark is not None:
+            raise ValueError("a VIRTUAL cluster has no Spark endpoint of its own")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mzflow.catalog.model import DATABASE, RELATION_KINDS, SCHEMA, TABLE, Column, Item, Snapshot
+from mzflow.catalog.model import (
+    DATABASE,
+    RELATION_KINDS,
+    SCHEMA,
+    TABLE,
+    Cluster,
+    Column,
+    Item,
+    Snapshot,
+)
 from mzflow.sql.ast import CreateTable, VersionAdded, VersionedTable
 from mzflow.sql.parse import DIALECT
 
@@ -43,6 +52,17 @@ def qualified(name: str) -> exp.Table:
 
 def quoted(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect=DIALECT)
+
+
+def create_cluster_sql(cluster: Cluster) -> str:
+    """The statement that makes ``cluster`` as it is now (clusters store no statement:
+    ALTER CLUSTER changes them in place). Options in parentheses, as Materialize prints."""
+    options = ["VIRTUAL"] if cluster.virtual else []
+    for name, value in (("SIZE", cluster.size), ("SPARK", cluster.spark)):
+        if value is not None:
+            options.append(f"{name} = {exp.Literal.string(value).sql(dialect=DIALECT)}")
+    return f"CREATE CLUSTER {quoted(cluster.name)}" + (
+        f" ({', '.join(options)})" if options else "")
 
 
 def qualify_relations(query: exp.Query, snap: Snapshot) -> exp.Query:

@@ -169,13 +169,15 @@ class Writer:
     def insert_cluster(self, cluster: Cluster) -> None:
         self.dirty = True
         self.conn.execute(migrations.clusters.insert().values(
-            id=cluster.id, name=cluster.name, virtual=cluster.virtual, size=cluster.size))
+            id=cluster.id, name=cluster.name, virtual=cluster.virtual, size=cluster.size,
+            spark=cluster.spark))
 
     def update_cluster(self, cluster: Cluster) -> None:
         self.dirty = True
         self.conn.execute(migrations.clusters.update()
                           .where(migrations.clusters.c.id == cluster.id)
-                          .values(virtual=cluster.virtual, size=cluster.size))
+                          .values(virtual=cluster.virtual, size=cluster.size,
+                                  spark=cluster.spark))
 
     def delete_cluster(self, cluster_id: int) -> None:
         self.dirty = True
@@ -329,7 +331,7 @@ def _catalog_version(conn: Connection) -> int:
 def _load(conn: Connection, version: int) -> Snapshot:
     m = migrations
     clusters = tuple(
-        Cluster(id=r.id, name=r.name, virtual=bool(r.virtual), size=r.size)
+        Cluster(id=r.id, name=r.name, virtual=bool(r.virtual), size=r.size, spark=r.spark)
         for r in conn.execute(sa.select(m.clusters).order_by(m.clusters.c.id))
     )
     columns: dict[str, list[Column]] = {}

@@ -4,7 +4,7 @@ They are plain rows in memory: DDL, SHOW and catalog queries never need Spark.
 Some columns are *hidden*: selectable by name but left out of ``SELECT *``,
 like PostgreSQL's system columns. That keeps ``SELECT * FROM mz_clusters``
 shaped as Materialize's cluster design prints it, ``(id, name)``, while
-``virtual`` and ``size`` are still there for whoever asks.
+``virtual``, ``size`` and ``spark`` are still there for whoever asks.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def _clusters(snap: Snapshot) -> list[Row]:
     out: list[Row] = []
     for c in snap.clusters:
         size = sizes.of_cluster(c.virtual, c.size)
-        out.append((c.id, c.name, c.virtual, c.size, size.pool_slots))
+        out.append((c.id, c.name, c.virtual, c.size, size.pool_slots, c.spark))
     return out
 
 
@@ -163,7 +163,8 @@ TABLES: dict[str, SystemTable] = {
     t.name: t
     for t in (
         SystemTable("mz_clusters", _cols("id bigint, name text"),
-                    _cols("virtual boolean, size text null, pool_slots integer"), _clusters),
+                    _cols("virtual boolean, size text null, pool_slots integer, spark text null"),
+                    _clusters),
         SystemTable("mz_indexes",
                     _cols("id text, oid integer, name text, on_id text, cluster_id bigint"),
                     (), _index_rows),

@@ -39,6 +39,10 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     kind = stmt.args["kind"]
     columns: list[str]
     rows: Rows
+    if kind == "CREATE CLUSTER":
+        named = snap.cluster_by_name(stmt.this.name)
+        return ["Cluster", "Create Cluster"], [
+            (named.name, normalize.create_cluster_sql(named))]
     if kind.startswith("CREATE "):
         return _show_create(snap, kind.removeprefix("CREATE "), stmt.this.name)
     if kind == "CLUSTERS":

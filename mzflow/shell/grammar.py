@@ -7,8 +7,10 @@ import itertools
 
 # statement -> (description, syntax)
 STATEMENTS: dict[str, tuple[str, str]] = {
-    "ALTER CLUSTER": ("change a cluster's size",
-                      "ALTER CLUSTER name [ SET ] ( SIZE [ = ] 'size' )"),
+    "ALTER CLUSTER": ("change a cluster's options (those not named are kept)",
+                      "ALTER CLUSTER name [ SET ] ( { SIZE [ = ] 'size' | VIRTUAL | "
+                      "SPARK [ = ] 'sc://host:port' } [, ...] )\n"
+                      "ALTER CLUSTER name RESET ( { SIZE | VIRTUAL | SPARK } [, ...] )"),
     "ALTER SYSTEM": ("set or reset a system-wide default",
                      "ALTER SYSTEM SET { cluster | retain_history } { = | TO } value\n"
                      "ALTER SYSTEM RESET { cluster | retain_history }"),
@@ -25,8 +27,11 @@ STATEMENTS: dict[str, tuple[str, str]] = {
              "COPY table [ ( column [, ...] ) ] FROM 'path'\n"
              "    [ WITH ( FORMAT { csv | parquet | json } [, HEADER [ true | false ] ] ) ]"),
     "CREATE CLUSTER": ("define a cluster (an Airflow pool and DAG)",
-                       "CREATE CLUSTER name [ SIZE [ = ] 'size' | VIRTUAL ]\n"
-                       "    (the option may be written in parentheses)"),
+                       "CREATE CLUSTER name [ option [, ...] ]\n"
+                       "    option: SIZE [ = ] 'size' | VIRTUAL\n"
+                       "          | SPARK [ = ] 'sc://host:port[/;param=value...]'\n"
+                       "    (VIRTUAL takes neither SIZE nor SPARK; the options may be "
+                       "written in parentheses)"),
     "CREATE INDEX": ("maintain a relation's contents in a cluster",
                      "CREATE INDEX [ IF NOT EXISTS ] [ name ] [ IN CLUSTER cluster ] "
                      "ON relation ( key [, ...] )\n"
@@ -78,7 +83,7 @@ STATEMENTS: dict[str, tuple[str, str]] = {
              "[ IN CLUSTER cluster ]\n"
              "SHOW SINKS [ FROM schema ] [ IN CLUSTER cluster ]\n"
              "SHOW CLUSTERS | SHOW COLUMNS FROM relation\n"
-             "SHOW CREATE { TABLE | VIEW | MATERIALIZED VIEW | INDEX | SINK } name\n"
+             "SHOW CREATE { CLUSTER | TABLE | VIEW | MATERIALIZED VIEW | INDEX | SINK } name\n"
              "SHOW name | SHOW ALL\n"
              "    ... each listing takes [ LIKE 'pattern' | WHERE condition ]"),
     "SUBSCRIBE": ("stream a relation's changes",

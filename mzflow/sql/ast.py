@@ -25,7 +25,8 @@ class CreateCluster(exp.Expression):
 
 
 class AlterCluster(exp.Expression):
-    arg_types = {"this": True, "options": False}
+    # reset: the options are names to return to their defaults (``RESET (SPARK)``)
+    arg_types = {"this": True, "options": False, "reset": False}
 
 
 class CreateIndex(exp.Expression):

@@ -39,6 +39,7 @@ SHOW_LISTS = (
 )
 
 SHOW_CREATE_KINDS = (
+    ("CLUSTER",),
     ("MATERIALIZED", "VIEW"),
     ("TABLE",),
     ("VIEW",),
@@ -234,6 +235,17 @@ class MzParser(MaterializeParser):
         if value is None:
             self.raise_error("Expected an option value")
         return value
+
+    def _parse_option_name(self) -> ast.Option:
+        """An option named without a value, as ``ALTER CLUSTER … RESET (SIZE)`` lists them."""
+        if self._at_end() or self._curr.token_type in (
+            TokenType.COMMA, TokenType.L_PAREN, TokenType.R_PAREN, TokenType.EQ,
+            TokenType.STRING, TokenType.NUMBER, TokenType.SEMICOLON,
+        ):
+            self.raise_error("Expected an option name")
+        name = self._curr.text.upper()
+        self._advance()
+        return self.expression(ast.Option(this=name))
 
     def _parse_option(self) -> ast.Option:
         if self._curr is not None and self._curr.text.upper() == "EXPECT" and (
@@ -495,10 +507,11 @@ class MzParser(MaterializeParser):
         if self._match(TokenType.CREATE):
             kind = self._match_any_words(SHOW_CREATE_KINDS)
             if kind is None:
-                self.raise_error(
-                    "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX or SINK after SHOW CREATE")
-            return self.expression(ast.Show(
-                kind=f"CREATE {kind}", this=self._expect_object()))
+                self.raise_error("Expected CLUSTER, TABLE, VIEW, MATERIALIZED VIEW, INDEX or "
+                                 "SINK after SHOW CREATE")
+            target = (self._expect_name("cluster name") if kind == "CLUSTER"
+                      else self._expect_object())
+            return self.expression(ast.Show(kind=f"CREATE {kind}", this=target))
         if self._match(TokenType.INDEX) or self._match_words("INDEXES") or self._match_words(
             "KEYS"
         ):
@@ -606,6 +619,11 @@ class MzParser(MaterializeParser):
             self.raise_error("Expected SET or RESET after ALTER SYSTEM")
         if self._match_words("CLUSTER"):
             name = self._expect_name("cluster name")
+            if self._match_words("RESET"):
+                options = (self._parse_wrapped_csv(self._parse_option_name)
+                           if self._curr and self._curr.token_type == TokenType.L_PAREN
+                           else self._parse_csv(self._parse_option_name))
+                return self.expression(ast.AlterCluster(this=name, options=options, reset=True))
             self._match(TokenType.SET)
             options = self._parse_options()
             if not options:
@@ -831,7 +849,8 @@ class MzGenerator(MaterializeGenerator):
         return f"DROP {e.args['kind']}{exists} {names}{cascade}"
 
     def altercluster_sql(self, e: ast.AlterCluster) -> str:
-        return f"ALTER CLUSTER {self.sql(e.this)} SET{self._options(e, prefix=' ')}"
+        verb = "RESET" if e.args.get("reset") else "SET"
+        return f"ALTER CLUSTER {self.sql(e.this)} {verb}{self._options(e, prefix=' ')}"
 
     def mz_show_sql(self, e: ast.Show) -> str:
         kind = e.args["kind"]
