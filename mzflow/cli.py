@@ -285,10 +285,10 @@ def _cluster(conn: object, args: argparse.Namespace) -> int:
             print(f"cluster {found.name}: " + ("server stopped" if stopped else
                                                 "no server was running"))
             return 0
-        if found.virtual or getattr(found, "spark", None):
+        if found.virtual or found.spark:
             print(f"cluster {found.name} has no managed server: "
                   + ("it is VIRTUAL (in-process Spark)" if found.virtual else
-                     f"it uses {getattr(found, 'spark', None)}"), file=sys.stderr)
+                     f"it uses {found.spark}"), file=sys.stderr)
             return 1
         with Status().running(f"starting cluster {found.name}'s Spark Connect server"):
             endpoint = servers.ensure(cfg.home, found, cfg.cluster_idle_seconds,

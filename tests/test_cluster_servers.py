@@ -122,6 +122,21 @@ def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch)
     assert proc.returncode == 1
     assert 'cluster "etl": its Spark Connect server at sc://127.0.0.1:' in proc.stderr
     assert "did not start" in proc.stderr
+    # A cluster bound to an endpoint nobody serves: its tick names both.
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        nobody = free.getsockname()[1]
+    with mzflow.connect(str(home)) as conn:
+        conn.execute(f"CREATE CLUSTER ext (SIZE = 'xsmall', SPARK = 'sc://127.0.0.1:{nobody}')")
+        conn.execute("CREATE MATERIALIZED VIEW e IN CLUSTER ext AS SELECT count(*) AS n FROM t")
+        with pytest.raises(mzflow.Error) as err:
+            conn.tick(cluster="ext")
+        assert (f'cluster "ext": its Spark Connect endpoint sc://127.0.0.1:{nobody} is '
+                "unreachable") in str(err.value)
+        rows = {r[0]: r[1:] for r in conn.execute(
+            "SELECT cluster_id, endpoint, state FROM mz_cluster_replicas").rows}
+        assert rows[3] == (f"sc://127.0.0.1:{nobody}", "external")
+        conn.execute("DROP CLUSTER ext CASCADE")
     # An idle server stops itself.
     monkeypatch.setenv("MZFLOW_CLUSTER_IDLE_SECONDS", "3")
     mzflow_cli("cluster", "start", "etl")
@@ -132,8 +147,12 @@ def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch)
     assert not (home / "clusters" / "2" / "server.json").exists()
     from mzflow.runtime.cluster_servers import alive
 
+    log = home / "clusters" / "2" / "server.log"
+    while "server stopped: idle for 3.0 s" not in log.read_text() and (
+            time.monotonic() < deadline):
+        time.sleep(0.5)  # the supervisor stops the JVM, then says so and exits
     time.sleep(1)
+    assert "server stopped: idle for 3.0 s" in log.read_text()
     assert not alive(pid)
-    assert "idle for 3.0 s" in (home / "clusters" / "2" / "server.log").read_text()
     status = mzflow_cli("cluster", "status").stdout
     assert "etl" in status and "stopped" in status

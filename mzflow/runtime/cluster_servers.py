@@ -64,7 +64,7 @@ def endpoint_for(cfg: config.Config, cluster: Cluster | None) -> Endpoint | None
     """Where ``cluster``'s ticks run: None for the process's own Spark."""
     if cluster is None or cluster.virtual or cfg.spark_master != "local[*]":
         return None
-    named = getattr(cluster, "spark", None)
+    named = cluster.spark
     if named:
         check_reachable(cluster, named)
         return Endpoint(named, None)
@@ -243,7 +243,7 @@ def stop(home: Path, cluster: Cluster, timeout: float = 60.0) -> bool:
 
 def status(home: Path, cluster: Cluster) -> tuple[str | None, str, int | None, int | None]:
     """(endpoint, state, started_at ms, last_used ms) for mz_cluster_replicas."""
-    named = getattr(cluster, "spark", None)
+    named = cluster.spark
     if cluster.virtual:
         return None, "in-process", None, None
     if named:
