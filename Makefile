@@ -31,6 +31,8 @@ demo: install
 	@rm -rf $(DEMO_HOME)
 	@echo "== catalog: conf/example/catalog.sql (home: $(DEMO_HOME))"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/catalog.sql
+	@echo "== the analytics cluster's warm Spark: its ticks, from any process, run there"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow cluster start analytics
 	@echo "== first batch, then a tick of every maintained index"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/data.sql
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
@@ -53,6 +55,12 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/inspect.sql
 	@echo "== through Airflow: pools from the clusters, a third batch, the generated DAG (dag.test)"
 	$(PY) scripts/airflow_demo.py $(DEMO_HOME)
+	@echo "== where each cluster's ticks ran, and how fresh each view is"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow cluster status
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SELECT o.name, max(l.lag) AS worst_lag, count(*) AS ticks FROM mz_wallclock_lag_history l JOIN mz_objects o ON l.object_id = o.id GROUP BY o.name ORDER BY o.name"
+	@echo "== the warm servers stop after cluster_idle_seconds without a tick; the demo stops them now"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow cluster stop analytics
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow cluster stop ingest
 
 lint: install
 	$(VENV)/bin/ruff check mzflow tests

@@ -267,6 +267,8 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
 
 
 def _cluster(conn: object, args: argparse.Namespace) -> int:
+    import datetime as dt
+
     import mzflow
     from mzflow.runtime import cluster_servers as servers
     from mzflow.shell.status import Status
@@ -275,9 +277,14 @@ def _cluster(conn: object, args: argparse.Namespace) -> int:
     cfg, snap = conn.config, conn.store.snapshot()
     try:
         if args.cluster_command == "status":
-            rows = [(c.name, *servers.status(cfg.home, c)) for c in snap.clusters]
-            print(format_table(["cluster", "endpoint", "state", "started_at", "last_used"],
-                               [tuple("" if v is None else v for v in r) for r in rows]))
+            def when(ms: int | None) -> str:
+                return "" if ms is None else dt.datetime.fromtimestamp(
+                    ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+            rows = [(c.name, endpoint or "", state, when(started), when(used))
+                    for c in snap.clusters
+                    for endpoint, state, started, used in [servers.status(cfg.home, c)]]
+            print(format_table(["cluster", "endpoint", "state", "started", "last used"], rows))
             return 0
         found = snap.cluster_by_name(args.name)
         if args.cluster_command == "stop":
