@@ -8,7 +8,7 @@ import datetime as dt
 import html
 
 DAY = dt.timedelta(days=1)
-WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 640, 220, 56, 28, 12, 150
+WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 760, 220, 56, 28, 12, 200
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
           "#17becf")
 
