@@ -66,6 +66,18 @@ def scale(t: str) -> int:
     return 0 if "(" in t else 10
 
 
+def sqlglot_scale(dtype: exp.DataType | None) -> int:
+    """The scale of a bound sqlglot type: a DECIMAL's (an unconstrained one is stored
+    with 10, storage.types.NUMERIC_DEFAULT), 0 for anything else."""
+    if dtype is None or not dtype.is_type(exp.DType.DECIMAL):
+        return 0
+    params = dtype.expressions
+    if len(params) < 2:
+        return 10 if not params else 0
+    p = params[1]
+    return int((p.this if isinstance(p, exp.DataTypeParam) else p).name)
+
+
 def numeric(s: int) -> str:
     return f"numeric(*,{max(0, min(s, MAX_SCALE))})"
 

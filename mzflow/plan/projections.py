@@ -24,7 +24,7 @@ from sqlglot import exp
 
 from mzflow.catalog.bind import pin_key, pinned
 from mzflow.catalog.determinism import check_deterministic
-from mzflow.catalog.exprtypes import OPERANDS
+from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
 from mzflow.catalog.model import ROWID, Item, Projection, Snapshot
 from mzflow.errors import InvalidDefinition, Unsupported
 from mzflow.plan.query import plan
@@ -260,7 +260,7 @@ def _partial_expr(p: Partial) -> exp.Expr:
         # so the quotient of the merged sum and count is the table's avg, digit for digit.
         assert arg is not None
         if _exact(arg.type):
-            wide = exp.DataType.build(f"DECIMAL(38, {_scale(arg.type)})")
+            wide = exp.DataType.build(f"DECIMAL(38, {sqlglot_scale(arg.type)})")
             cast = exp.Cast(this=arg, to=wide)
             cast.type = wide
             return exp.Sum(this=cast)
@@ -271,16 +271,6 @@ def _partial_expr(p: Partial) -> exp.Expr:
 
 def _exact(dtype: exp.DataType | None) -> bool:
     return dtype is not None and dtype.is_type(exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES)
-
-
-def _scale(dtype: exp.DataType | None) -> int:
-    if dtype is None or not dtype.is_type(exp.DType.DECIMAL):
-        return 0
-    params = dtype.expressions
-    if len(params) < 2:
-        return 10 if not params else 0
-    p = params[1]
-    return int((p.this if isinstance(p, exp.DataTypeParam) else p).name)
 
 
 # -- routing ------------------------------------------------------------------------
@@ -391,7 +381,7 @@ def _merge(agg: exp.Expr, s: Shape, alias: str) -> exp.Expr | str:
         # at avg's scale (or a double division for a double avg).
         recorded = agg.meta.get(OPERANDS)
         value_t = recorded[0] if recorded else (arg.type if arg is not None else None)
-        wide = (exp.DataType.build(f"DECIMAL(38, {_scale(value_t)})") if _exact(value_t)
+        wide = (exp.DataType.build(f"DECIMAL(38, {sqlglot_scale(value_t)})") if _exact(value_t)
                 else value_t)
         quotient.meta[OPERANDS] = (wide, exp.DataType.build("BIGINT"))
         quotient.type = agg.type

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from mzflow.catalog.exprtypes import OPERANDS
+from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
 from mzflow.errors import TypeMismatch, UnknownColumn, UnknownFunction, Unsupported
 from mzflow.render.spark import EvaluationError, evaluation_error
 from mzflow.sql.parse import DIALECT
@@ -454,7 +454,7 @@ def _divide(node: exp.Div, a: Value, b: Value, n: int) -> Data:
     if k in ("int", "dec") and result.is_type(exp.DType.DECIMAL):
         operands = node.meta.get(OPERANDS) or (None, node.expression.type)
         den_t = operands[1] if len(operands) > 1 else None
-        scale, den_scale = _type_scale(result), _type_scale(den_t)
+        scale, den_scale = sqlglot_scale(result), sqlglot_scale(den_t)
         if den_t is None or scale < 6 or scale + den_scale > 37:
             raise Unsupported(f"cannot divide to numeric scale {scale} exactly yet")
         _no_zero_divisor(a, b)
@@ -466,16 +466,6 @@ def _divide(node: exp.Div, a: Value, b: Value, n: int) -> Data:
 def _no_zero_divisor(a: Data, b: Data) -> None:
     if _any(pc.and_kleene(pc.equal(b, 0), pc.is_valid(a))):  # NULL / 0 is NULL
         raise _fail("division by zero", "22012")
-
-
-def _type_scale(dtype: exp.DataType | None) -> int:
-    if dtype is None or not dtype.is_type(exp.DType.DECIMAL):
-        return 0
-    params = dtype.expressions
-    if len(params) < 2:
-        return 10 if not params else 0
-    p = params[1]
-    return int((p.this if isinstance(p, exp.DataTypeParam) else p).name)
 
 
 def quotient(a: Data, b: Data, scale: int, digits: int, n: int) -> Data:

@@ -29,7 +29,7 @@ from sqlglot import exp
 if TYPE_CHECKING:
     import pyarrow as pa
 
-from mzflow.catalog.exprtypes import OPERANDS
+from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
 from mzflow.errors import Error, UnknownFunction
 from mzflow.storage.types import parse_type, python_values
 
@@ -483,7 +483,7 @@ def _decimal_quotient(num: exp.Expr, den: exp.Expr, result: exp.DataType,
     exact = (exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES)
     if not (_is(num_t, *exact) and _is(den_t, *exact)):
         return None
-    t, s2 = _scale(result), _scale(den_t)
+    t, s2 = sqlglot_scale(result), sqlglot_scale(den_t)
     if t < 6 or t + s2 > 37:
         return None
     quotient = exp.Div(this=_cast(num, exp.DataType.build(f"DECIMAL({38 - s2}, {t})")),
@@ -501,7 +501,7 @@ def _average(node: exp.Avg) -> exp.Expr:
     arg = node.this
     distinct = isinstance(arg, exp.Distinct)
     value = arg.expressions[0] if distinct else arg
-    wide_t = exp.DataType.build(f"DECIMAL(38, {_scale(value_t)})")
+    wide_t = exp.DataType.build(f"DECIMAL(38, {sqlglot_scale(value_t)})")
     wide = _cast(value.copy(), wide_t)
     total = exp.Sum(this=exp.Distinct(expressions=[wide]) if distinct else wide)
     count = exp.Count(this=exp.Distinct(expressions=[value.copy()]) if distinct
@@ -518,7 +518,7 @@ def average_sql(total: str, count: str, agg: exp.Avg) -> str:
     if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
             value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
         return plain
-    wide = exp.DataType.build(f"DECIMAL(38, {_scale(value_t)})")
+    wide = exp.DataType.build(f"DECIMAL(38, {sqlglot_scale(value_t)})")
     quotient = _decimal_quotient(_cast(exp.column(total, quoted=True), wide),
                                  exp.column(count, quoted=True), result, wide,
                                  exp.DataType.build("BIGINT"))
@@ -532,16 +532,6 @@ def _windowed(window: exp.Window, quotient: exp.Expr) -> exp.Expr:
         over.set("this", agg.copy())
         agg.replace(over)
     return quotient
-
-
-def _scale(dtype: exp.DataType | None) -> int:
-    if dtype is None or not dtype.is_type(exp.DType.DECIMAL):
-        return 0
-    params = dtype.expressions
-    if len(params) < 2:
-        return 10 if not params else 0
-    p = params[1]
-    return int((p.this if isinstance(p, exp.DataTypeParam) else p).name)
 
 
 def _without_distinct_on(select: exp.Select, on: exp.Tuple) -> exp.Select:
