@@ -145,7 +145,7 @@ def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch)
     while (home / "clusters" / "2" / "server.json").exists() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not (home / "clusters" / "2" / "server.json").exists()
-    from mzflow.runtime.cluster_servers import alive
+    from mzflow.storage.exports import process_alive
 
     log = home / "clusters" / "2" / "server.log"
     while "server stopped: idle for 3.0 s" not in log.read_text() and (
@@ -153,6 +153,6 @@ def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch)
         time.sleep(0.5)  # the supervisor stops the JVM, then says so and exits
     time.sleep(1)
     assert "server stopped: idle for 3.0 s" in log.read_text()
-    assert not alive(pid)
+    assert not process_alive(pid)
     status = mzflow_cli("cluster", "status").stdout
     assert "etl" in status and "stopped" in status

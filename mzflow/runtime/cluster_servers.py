@@ -41,6 +41,7 @@ from mzflow import config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import Cluster, Snapshot
 from mzflow.errors import Error
+from mzflow.storage.exports import process_alive
 
 STARTED_LINE = "Spark Connect server started"
 SERVER_FILE, LAST_USED, LOG, LOCK = "server.json", "last_used", "server.log", "lock"
@@ -96,22 +97,6 @@ def check_reachable(cluster: Cluster, url: str) -> None:
                  f"{cluster.name} SET (SPARK = 'sc://host:port')")
 
 
-def alive(pid: int) -> bool:
-    """Running, not a zombie: a supervisor whose parent (a CLI process) has exited may
-    wait unreaped for a while when nothing reaps orphans (containers)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
-
-
 def read_server(home: Path, cluster: Cluster) -> dict[str, object] | None:
     """The running server's record, if its supervisor is alive and the port answers."""
     path = folder(home, cluster) / SERVER_FILE
@@ -119,7 +104,7 @@ def read_server(home: Path, cluster: Cluster) -> dict[str, object] | None:
         record = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not alive(int(record["pid"])) or not _answers(str(record["url"])):
+    if not process_alive(int(record["pid"])) or not _answers(str(record["url"])):
         return None
     return dict(record)
 
@@ -228,14 +213,14 @@ def stop(home: Path, cluster: Cluster, timeout: float = 60.0) -> bool:
         except (OSError, ValueError):
             return False
         pid = int(record["pid"])
-        if not alive(pid):
+        if not process_alive(pid):
             (where / SERVER_FILE).unlink(missing_ok=True)
             return False
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while alive(pid) and time.monotonic() < deadline:
+        while process_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if alive(pid):
+        if process_alive(pid):
             os.killpg(pid, signal.SIGKILL)
         (where / SERVER_FILE).unlink(missing_ok=True)
     return True

@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -463,7 +464,8 @@ def staged_ticks(warehouse: Path, index: Item) -> list[Path]:
     return sorted(folder.glob(f"tick-quarantine-*-{index.id}.arrow")) if folder.is_dir() else []
 
 
-Quarantine = Any  # (view id, rows, idempotency key) → None: the session's table write
+# (view id, rows, idempotency key): the session's table write of a tick's quarantine
+Quarantine = Callable[[str, pa.Table, tuple[str, int]], None]
 
 
 def finish_tick(path: Path, write: Quarantine) -> None:
@@ -478,8 +480,10 @@ def finish_tick(path: Path, write: Quarantine) -> None:
     if index.path.exists() and any(t == ts for _, t in index.history()):
         write(meta["view"], rows.replace_schema_metadata(None),
               (f"quarantine-{meta['app']}", ts))
-    elif index.path.exists() and (index.applied(meta["app"]) or -1) <= ts:
-        return  # not committed yet, maybe by a tick still running
+    elif index.path.exists():
+        done = index.applied(meta["app"])
+        if done is None or done <= ts:
+            return  # not committed yet, maybe by a tick still running
     path.unlink()
 
 

@@ -52,7 +52,7 @@ def remove_stale(directory: Path, prefix: str) -> list[Path]:
         return removed
     for path in directory.glob(f".{prefix}*.tmp-*"):
         pid = path.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and _alive(int(pid)) and int(pid) != os.getpid():
+        if pid.isdigit() and process_alive(int(pid)) and int(pid) != os.getpid():
             continue
         path.unlink(missing_ok=True)
         removed.append(path)
@@ -105,11 +105,17 @@ def _writable(directory: Path) -> bool:
     return directory.is_dir() and os.access(directory, os.W_OK)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Running, not a zombie: a process whose parent has exited may wait unreaped for a
+    while when nothing reaps orphans (containers), and it holds nothing any more."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
