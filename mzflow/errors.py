@@ -100,6 +100,19 @@ class InvalidDefinition(Error):
     code = "42P16"  # invalid_table_definition
 
 
+class SparkFailure(Error):
+    """Spark itself failed (a JVM or server that died, an unreachable endpoint): not the
+    data's fault, so a tick raises it and never records it as the object's error."""
+
+    code = "58000"  # system_error
+
+
+class OutOfMemory(SparkFailure):
+    """Spark ran out of memory: the message names the cluster and the setting to raise."""
+
+    code = "53200"  # out_of_memory
+
+
 class CatalogError(Error):
     """The catalog store itself is unusable (bad URL, newer schema than this code)."""
 

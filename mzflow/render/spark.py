@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
-from mzflow.errors import Error, UnknownFunction
+from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction
 from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
@@ -291,18 +291,26 @@ def to_arrow(df: Any) -> pa.Table:
 @contextmanager
 def few_jobs() -> Iterator[None]:
     """Run the block with one Spark job per action (restored afterwards)."""
-    conf = session().conf
+    spark = session()
+    conf = spark.conf
     saved = {k: conf.get(k, None) for k in _FEW_JOBS}
     for k, v in _FEW_JOBS.items():
         conf.set(k, v)
     try:
         yield
     finally:
-        for k, v in saved.items():
-            if v is None:
-                conf.unset(k)
-            else:
-                conf.set(k, v)
+        if _live(spark):
+            for k, v in saved.items():
+                if v is None:
+                    conf.unset(k)
+                else:
+                    conf.set(k, v)
+
+
+def _live(spark: Any) -> bool:
+    """Whether a block's cleanup can still reach ``spark``: not if the JVM died during
+    the block (translate_error forgot it), whose state went with it."""
+    return spark is _session or _using.get() is not None
 
 
 @contextmanager
@@ -321,8 +329,9 @@ def counting_jobs() -> Iterator[Callable[[], int | None]]:
     try:
         yield lambda: len(tracker.getJobIdsForGroup(group))
     finally:
-        sc.setLocalProperty("spark.jobGroup.id", None)
-        sc.setLocalProperty("spark.job.description", None)
+        if _live(spark):
+            sc.setLocalProperty("spark.jobGroup.id", None)
+            sc.setLocalProperty("spark.job.description", None)
 
 
 @contextmanager
@@ -350,7 +359,7 @@ def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
             names[ref] = view
         yield names
     finally:
-        for view in names.values():
+        for view in names.values() if _live(spark) else ():
             spark.catalog.dropTempView(view)
 
 
@@ -659,9 +668,111 @@ def evaluation_error(message: str, code: str) -> EvaluationError:
     return err
 
 
+@dataclass(frozen=True)
+class Memory:
+    """Whose memory a block's Spark work uses, for an out-of-memory error: the cluster,
+    the heap it has, and the setting that gives it more."""
+
+    cluster: str
+    heap: str
+    setting: str
+
+
+_memory: contextvars.ContextVar[Memory | None] = contextvars.ContextVar(
+    "mzflow_spark_memory", default=None)
+
+
+@contextmanager
+def memory_of(memory: Memory) -> Iterator[None]:
+    token = _memory.set(memory)
+    try:
+        yield
+    finally:
+        _memory.reset(token)
+
+
+def in_process_memory(cluster: str) -> Memory:
+    return Memory(cluster, driver_memory(),
+                  "set MZFLOW_SPARK_DRIVER_MEMORY higher (by default a quarter of the "
+                  "machine's memory, at most 8g)")
+
+
+# The JVM's own words, and Spark's exit code for a JVM its uncaught-exception handler
+# stopped after an OutOfMemoryError (SparkExitCode.OOM): in local mode a task's OOM
+# takes the whole driver down, and the caller sees only a failed py4j call
+# ("An error occurred while calling o19543.getResult").
+_OOM_TEXT = re.compile(r"OutOfMemoryError|Java heap space|GC overhead limit exceeded")
+OOM_EXIT_CODE = 52
+
+
+def out_of_memory(how: str = "") -> OutOfMemory:
+    memory = _memory.get()
+    if memory is None:
+        memory = in_process_memory("default") if where() == "in-process" else Memory(
+            "?", "?", f"give the Spark at {where()} more memory")
+    return OutOfMemory(f'cluster "{memory.cluster}" ran out of memory: Spark\'s driver heap '
+                       f"({memory.heap}) is full{how}", hint=memory.setting)
+
+
+def _jvm_exit(e: Exception, oom: bool) -> int | None:
+    """The in-process JVM's exit code if ``e`` came from its death, else None. A dead JVM
+    is forgotten, so the next session() starts a new one: a long-lived process (the
+    shell, a SUBSCRIBE) survives it."""
+    if _using.get() is not None or _session is None:
+        return None
+    proc = getattr(getattr(_session.sparkContext, "_gateway", None), "proc", None)
+    if proc is None:
+        return None
+    # The failed call may return while the JVM is still exiting: wait a little only
+    # for the failures a dying JVM gives, not for every SQL error.
+    dying = (oom or _DYING.search(str(e)) is not None
+             or isinstance(e, ConnectionError) or type(e).__name__ == "Py4JNetworkError")
+    try:
+        code = proc.wait(5.0 if dying else 0.0)
+    except Exception:  # still running (TimeoutExpired)
+        return None
+    _forget(_session)
+    return int(code)
+
+
+_LOST = re.compile(r"UNAVAILABLE|Connection refused|Socket closed|failed to connect|"
+                   r"Connection reset", re.I)
+_DYING = re.compile(r"SparkContext was shut down|Answer from Java side is empty|"
+                    r"Connection refused|Error while (sending|receiving)")
+
+
+def _forget(dead: Any) -> None:
+    global _session
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    with _lock:
+        if _session is dead:
+            _session = None
+        # pyspark keeps the dead context, its gateway and session as class state, and
+        # would hand them out again.
+        SparkContext._active_spark_context = None
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+
+
 def translate_error(e: Exception) -> Error:
     """Spark's exception → an mzflow error that reads like Materialize's."""
     text = str(e)
+    oom = _OOM_TEXT.search(text) is not None
+    exit_code = _jvm_exit(e, oom)
+    if exit_code == OOM_EXIT_CODE or (oom and exit_code is not None):
+        return out_of_memory(" (the JVM stopped; the next statement starts a new one)")
+    if oom:
+        return out_of_memory()
+    if exit_code is not None:
+        return SparkFailure(f"Spark's JVM exited with code {exit_code}; the next statement "
+                            "starts a new one")
+    endpoint = _using.get()
+    if endpoint is not None and _LOST.search(text):
+        return SparkFailure(f"lost the connection to the Spark at {endpoint[0]}: {text[:200]}")
     for pattern, message, code in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:

@@ -40,14 +40,16 @@ from pathlib import Path
 from mzflow import config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import Cluster, Snapshot
-from mzflow.errors import Error
+from mzflow.errors import SparkFailure
+from mzflow.render import spark
 from mzflow.storage.exports import process_alive
 
 STARTED_LINE = "Spark Connect server started"
 SERVER_FILE, LAST_USED, LOG, LOCK = "server.json", "last_used", "server.log", "lock"
+EXIT_FILE = "exit.json"  # written by the supervisor when the JVM died by itself
 
 
-class ClusterSparkError(Error):
+class ClusterSparkError(SparkFailure):
     code = "08006"  # connection_failure
 
 
@@ -118,6 +120,40 @@ def _locked(where: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def died_since(home: Path, cluster: Cluster, since_ms: int, wait: float = 5.0
+               ) -> int | None:
+    """The exit code of the cluster's server JVM if it died at or after ``since_ms``
+    (its supervisor records it; a failed call may return before it has)."""
+    path = folder(home, cluster) / EXIT_FILE
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            exited = json.loads(path.read_text())
+            if int(exited["at"]) >= since_ms:
+                return int(exited["code"])
+        except (OSError, ValueError, KeyError):
+            pass
+        if time.monotonic() >= deadline or read_server(home, cluster) is not None:
+            return None
+        time.sleep(0.2)
+
+
+def memory(cluster: Cluster, endpoint: Endpoint | None) -> spark.Memory:
+    """Whose memory the cluster's Spark work uses, for an out-of-memory error."""
+    if endpoint is None:
+        return spark.in_process_memory(cluster.name)
+    if cluster.spark:
+        return spark.Memory(cluster.name, f"configured at {endpoint.url}",
+                            f"give the Spark at {endpoint.url} more memory")
+    size = sizes.of_cluster(cluster.virtual, cluster.size)
+    bigger = [s for s in sizes.SIZES.values()
+              if sizes.parse_memory(s.executor_memory) > sizes.parse_memory(size.executor_memory)]
+    more = (f"ALTER CLUSTER {cluster.name} SET (SIZE = '{bigger[0].name}')" if bigger
+            else "split the work into smaller views")
+    return spark.Memory(cluster.name, f"{size.executor_memory}, from SIZE '{size.name}'",
+                        f"give the cluster more memory: {more}")
 
 
 def touch(home: Path, cluster: Cluster) -> None:

@@ -75,6 +75,12 @@ def run(where: Path) -> int:
         except subprocess.TimeoutExpired:
             jvm.kill()
             jvm.wait()
+    if reason == "the JVM exited":
+        # Why it died is for the tick that was running on it to report (exit code 52:
+        # Spark stopped it after an OutOfMemoryError).
+        exited = {"code": jvm.returncode, "at": int(time.time() * 1000)}
+        (where / "exit.json").write_text(json.dumps(exited))
+        reason = f"the JVM exited with code {jvm.returncode}"
     print(f"mzflow: cluster {spec['cluster']} server stopped: {reason}", flush=True)
     return 0
 

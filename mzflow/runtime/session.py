@@ -9,8 +9,9 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from mzflow.catalog import ddl, frontiers, intervals
 from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
-from mzflow.errors import Error, InvalidOption, Unsupported
+from mzflow.errors import Error, InvalidOption, OutOfMemory, SparkFailure, Unsupported
 from mzflow.incremental.plan import require_incremental
 from mzflow.render.local import NotEvaluable
 from mzflow.render.spark import EvaluationError
@@ -195,18 +196,46 @@ class Connection:
                     record=self._record_results, quarantine=self._quarantine_rows))
         return reports
 
-    def _cluster_spark(self, snap: Snapshot, index: Item) -> AbstractContextManager[None]:
+    @contextmanager
+    def _cluster_spark(self, snap: Snapshot, index: Item) -> Iterator[None]:
         """The index's cluster's warm Spark, if it has one (runtime/cluster_servers.py).
         A read's catch-up tick stays on the session's Spark, which the read needs anyway."""
         from mzflow.render import spark
 
         found = snap.cluster(index.cluster_id) if index.cluster_id is not None else None
         endpoint = cluster_servers.endpoint_for(self.config, found)
+        if found is None:
+            yield
+            return
+        memory = spark.memory_of(cluster_servers.memory(found, endpoint))
         if endpoint is None:
-            return nullcontext()
-        log.info("tick %s on cluster %s's Spark at %s", index.qualified_name,
-                 found.name if found else "?", endpoint.url)
-        return spark.using(endpoint.url, endpoint.started_at)
+            with memory:
+                yield
+            return
+        log.info("tick %s on cluster %s's Spark at %s", index.qualified_name, found.name,
+                 endpoint.url)
+        started = int(time.time() * 1000)
+        with memory, spark.using(endpoint.url, endpoint.started_at):
+            try:
+                yield
+            except SparkFailure as e:
+                if isinstance(e, OutOfMemory) or found.spark:
+                    raise
+                # A managed server that died under the tick: Spark stops its JVM after
+                # an OutOfMemoryError (exit code 52), and the client saw only a lost
+                # connection.
+                code = cluster_servers.died_since(self.config.home, found, started)
+                if code == spark.OOM_EXIT_CODE:
+                    raise spark.out_of_memory(" (its server stopped; the next tick starts "
+                                              "a new one)") from None
+                if code is not None:
+                    raise SparkFailure(
+                        f'cluster "{found.name}": its Spark server died (exit code {code}) '
+                        "during the tick", detail=str(e),
+                        hint="the next tick starts a new one; its log is "
+                             f"{cluster_servers.folder(self.config.home, found) / 'server.log'}"
+                    ) from None
+                raise
 
     def _record_results(self, rows: list[dict[str, Any]], runs: list[dict[str, Any]]
                         ) -> None:
@@ -463,6 +492,17 @@ class Connection:
                     raise
                 # A constant query the in-process executor cannot evaluate: Spark can.
         if rows is None:
+            rows = self._select_in_spark(snap, p, at, strict,
+                                         cluster.name if cluster else "default")
+        notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
+        return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
+                      notices=notices, types=[display_name(c.type) for c in p.bound.columns])
+
+    def _select_in_spark(self, snap: Snapshot, p: reads.Plan, at: int | None, strict: bool,
+                         cluster: str) -> list[tuple[Any, ...]]:
+        from mzflow.render import spark
+
+        with spark.memory_of(spark.in_process_memory(cluster)):
             if at is None:
                 at = snap.read_ts if strict else self._serializable_time(snap, p)
             for _, index in p.indexes:
@@ -474,11 +514,8 @@ class Connection:
                 _, error = ticks.index_shard(self.config.warehouse, index).state()
                 if error is not None:
                     raise EvaluationError(error)
-            rows = reads.run_spark(snap, p, self.config.warehouse, at,
+            return reads.run_spark(snap, p, self.config.warehouse, at,
                                    projections=self._use_projections())
-        notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
-        return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
-                      notices=notices, types=[display_name(c.type) for c in p.bound.columns])
 
     def _server(self, snap: Snapshot, cluster_id: int, any_state: bool
                 ) -> Callable[[Item], Item | None]:

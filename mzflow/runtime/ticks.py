@@ -23,7 +23,7 @@ import pyarrow as pa
 from mzflow import config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, Item, Snapshot
-from mzflow.errors import Error, UnknownObject
+from mzflow.errors import Error, SparkFailure, UnknownObject
 from mzflow.incremental.decide import DELTA, DETAIL_KEY, FULL, Decision, Facts, decide
 from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.incremental.rules.base import RECOMPUTE, Strategy
@@ -128,8 +128,8 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
             if record is not None:
                 record(*failed.checked.records(at))
             raise
-        except reads.InvalidTimestamp:
-            raise
+        except (reads.InvalidTimestamp, SparkFailure):
+            raise  # not the data's fault: the index stays where it was
         except Error as e:  # an evaluation error lands in the object's error collection
             changes, new_error = None, str(e).splitlines()[0]
         spark_jobs = jobs()

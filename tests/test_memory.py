@@ -1,0 +1,117 @@
+"""Running out of memory is reported as such: naming the cluster, its heap and the
+setting that gives it more, never as a py4j ``getResult`` failure (issue 18, part 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from mzflow.catalog.model import Cluster
+from mzflow.errors import OutOfMemory, SparkFailure
+from mzflow.render import spark
+from mzflow.runtime import cluster_servers
+
+# What pyspark raised at TPC-H SF 1 on a 1 GB driver (the JVM's own words are further
+# down the text).
+_PY4J_OOM = ("An error occurred while calling o19543.getResult.\n"
+             ": java.lang.OutOfMemoryError: Java heap space\n\tat java.base/...")
+
+
+def test_an_oom_on_a_managed_server_names_the_cluster_its_size_and_a_bigger_one() -> None:
+    etl = Cluster(7, "etl", size="xsmall")
+    endpoint = cluster_servers.Endpoint("sc://127.0.0.1:15002", 1)
+    with spark.memory_of(cluster_servers.memory(etl, endpoint)):
+        err = spark.translate_error(Exception(_PY4J_OOM))
+    assert isinstance(err, OutOfMemory) and err.code == "53200"
+    assert err.message == ('cluster "etl" ran out of memory: Spark\'s driver heap '
+                           "(1g, from SIZE 'xsmall') is full")
+    assert err.hint == "give the cluster more memory: ALTER CLUSTER etl SET (SIZE = 'small')"
+    assert "getResult" not in str(err)
+
+
+def test_an_oom_in_process_names_the_driver_memory_setting(monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    monkeypatch.setenv("MZFLOW_SPARK_DRIVER_MEMORY", "768m")
+    with spark.memory_of(cluster_servers.memory(Cluster(3, "analytics", size="large"), None)):
+        err = spark.translate_error(Exception(_PY4J_OOM))
+    assert isinstance(err, OutOfMemory)
+    assert err.message.startswith('cluster "analytics" ran out of memory')
+    assert "(768m)" in err.message and "MZFLOW_SPARK_DRIVER_MEMORY" in (err.hint or "")
+
+
+def test_the_largest_size_and_an_external_endpoint_get_their_own_advice() -> None:
+    biggest = cluster_servers.memory(Cluster(1, "big", size="xlarge"),
+                                     cluster_servers.Endpoint("sc://h:1", 1))
+    assert "ALTER CLUSTER" not in biggest.setting and "smaller views" in biggest.setting
+    external = cluster_servers.memory(Cluster(2, "ext", spark="sc://spark.example:15002"),
+                                      cluster_servers.Endpoint("sc://spark.example:15002",
+                                                               None))
+    assert external.setting == "give the Spark at sc://spark.example:15002 more memory"
+
+
+def test_other_spark_errors_are_not_taken_for_memory() -> None:
+    err = spark.translate_error(Exception("[DIVIDE_BY_ZERO] Division by zero."))
+    assert not isinstance(err, SparkFailure)
+    assert err.message == "Evaluation error: division by zero"
+
+
+# A deliberately tiny heap, in a child process (its JVM dies of it): a 1 GB string
+# cannot fit in 512 MB. (One allocation fails at once; a slowly filled heap would spend
+# minutes collecting garbage first.)
+_CHILD = textwrap.dedent("""
+    import json, sys
+    import mzflow
+    from mzflow.runtime import ticks
+
+    s = mzflow.connect()
+    s.execute("CREATE TABLE t (x int, s text)")
+    s.execute("INSERT INTO t VALUES (1, 'abcdefghij'), (2, NULL), (3, 'x')")
+    s.execute("CREATE MATERIALIZED VIEW huge AS "
+              "SELECT x, length(repeat(s, 100000000)) AS n FROM t")
+    out = {}
+
+    def attempt(name, fn):
+        try:
+            out[name] = {"ok": fn()}
+        except mzflow.Error as e:
+            out[name] = {"type": type(e).__name__, "code": e.code, "message": e.message,
+                         "hint": e.hint}
+
+    attempt("read", lambda: s.execute("SELECT max(length(repeat(s, 100000000))) FROM t").rows)
+    attempt("after", lambda: s.execute("SELECT count(*) FROM t").rows)
+    attempt("tick", lambda: [r.line() for r in s.tick()])
+    snap = s.store.snapshot()
+    index = [i for i in snap.items if i.kind == "index"][0]
+    out["index_state"] = list(ticks.index_shard(s.config.warehouse, index).state())
+    print(json.dumps(out))
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_tiny_heap_gives_a_clear_error_and_the_process_goes_on(tmp_path: Path) -> None:
+    env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
+           "MZFLOW_SPARK_DRIVER_MEMORY": "512m", "MZFLOW_CLUSTER_SPARK": "in-process"}
+    done = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    read = out["read"]
+    assert read["type"] == "OutOfMemory" and read["code"] == "53200", read
+    assert read["message"].startswith('cluster "default" ran out of memory: Spark\'s '
+                                      "driver heap (512m) is full"), read
+    assert "MZFLOW_SPARK_DRIVER_MEMORY" in read["hint"]
+    assert "getResult" not in read["message"] and "py4j" not in read["message"].lower()
+    # The JVM died of it; the next statement in the same process starts a new one.
+    assert out["after"] == {"ok": [[3]]}, out["after"]
+    # A tick that runs out of memory fails as such, and records no error in the view:
+    # the index stays where it was for the next tick.
+    tick = out["tick"]
+    assert tick["type"] == "OutOfMemory" and "ran out of memory" in tick["message"], tick
+    assert out["index_state"][1] is None, out["index_state"]
