@@ -9,6 +9,8 @@
 Importing mzflow is cheap: no Spark, no Delta, no Airflow until a statement needs them.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from mzflow.errors import (
     CatalogError,
     DependentObjects,
@@ -26,9 +28,22 @@ from mzflow.errors import (
     Unsupported,
     WrongObjectType,
 )
-from mzflow.runtime.session import Connection, Result, connect
+
+if TYPE_CHECKING:
+    from mzflow.runtime.session import Connection, Result, connect
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # The session pulls in SQLAlchemy, pyarrow, sqlglot and the planner (about a second
+    # on an idle machine): only when it is used, so `mzflow --version`, `--help` and a
+    # DAG file's parse do not pay for it.
+    if name in ("Connection", "Result", "connect"):
+        from mzflow.runtime import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'mzflow' has no attribute {name!r}")
 
 __all__ = [
     "CatalogError",
