@@ -1,6 +1,7 @@
 """Warm clusters (issue 18): a SIZEd cluster's ticks run on a Spark Connect server that
 mzflow starts on first use and reuses, from separate CLI processes; a killed server is
-restarted by the next tick, which still applies exactly once; two processes starting
+restarted by the next tick, which still applies exactly once; a server that ran out of
+memory is reported as such; two processes starting
 the same server end with one; an idle server stops itself; bad endpoints fail clearly.
 
 Every server here is a real Spark Connect JVM started through spark-submit."""
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import mzflow
+from mzflow.runtime import ticks
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 MZFLOW = str(Path(sys.executable).with_name("mzflow"))  # the installed command
@@ -98,9 +100,38 @@ def test_one_server_serves_every_tick_and_a_killed_one_is_replaced(home: Path) -
     mzflow_cli("tick", "--cluster", "etl")
     assert server(home)["pid"] not in (first["pid"], second["pid"])
     assert view(home) == [(1, 15), (2, 0), (3, 1)]
+    out_of_memory_then_restarted(home)
     stop = mzflow_cli("cluster", "stop", "etl")
     assert "server stopped" in stop.stdout
     assert not (home / "clusters" / "2" / "server.json").exists()
+
+
+def out_of_memory_then_restarted(home: Path) -> None:
+    """A tick that runs its server out of memory says so, records nothing in the view,
+    and the next tick starts a new server."""
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE TABLE big (s text)")
+        conn.execute("INSERT INTO big VALUES ('abcdefghij')")
+        # A 2 GB string on the xsmall size's 1 GB heap: Spark stops the server's JVM.
+        conn.execute("CREATE MATERIALIZED VIEW huge IN CLUSTER etl AS "
+                     "SELECT length(repeat(s, 200000000)) AS n FROM big")
+    failed = mzflow_cli("tick", "--cluster", "etl", check=False)
+    assert failed.returncode != 0
+    assert ('cluster "etl" ran out of memory: Spark\'s driver heap (1g, from SIZE '
+            "'xsmall') is full") in failed.stderr, failed.stdout + failed.stderr
+    assert "ALTER CLUSTER etl SET (SIZE = 'small')" in failed.stderr
+    assert "getResult" not in failed.stderr and "Traceback" not in failed.stderr
+    exited = json.loads((home / "clusters" / "2" / "exit.json").read_text())
+    assert exited["code"] == 52  # Spark's exit code for an OutOfMemoryError
+    with mzflow.connect(str(home)) as conn:
+        snap = conn.store.snapshot()
+        index = next(iter(snap.indexes_on(snap.resolve("huge").id)))
+        # Not the data's fault: the view records no error, and stays where it was.
+        assert ticks.index_shard(conn.config.warehouse, index).state() == (-1, None)
+        conn.execute("DROP MATERIALIZED VIEW huge")
+        conn.execute("INSERT INTO t VALUES (3, 4)")
+    mzflow_cli("tick", "--cluster", "etl")  # on a new server
+    assert view(home) == [(1, 15), (2, 0), (3, 5)]
 
 
 def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -156,3 +187,4 @@ def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch)
     assert not process_alive(pid)
     status = mzflow_cli("cluster", "status").stdout
     assert "etl" in status and "stopped" in status
+

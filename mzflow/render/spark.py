@@ -159,10 +159,24 @@ def _connected(url: str, key: object) -> Any:
             logging.getLogger("SQLQueryContextLogger").disabled = True
             logging.getLogger("DataFrameQueryContextLogger").disabled = True
             found = SparkSession.builder.remote(url).create()
+            if key is not None:
+                _retry_briefly(found)
             for conf_key, value in _SESSION_CONF.items():
                 found.conf.set(conf_key, value)
             _remote[(url, key)] = found
         return found
+
+
+def _retry_briefly(remote: Any) -> None:
+    """A managed server (a ``key``: its start time) runs on this machine: it answers, or
+    it died and the next tick starts another. The Connect client's default retries of a
+    lost server wait 10 minutes; a few seconds cover a busy one."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = remote.client
+    client.set_retry_policies([
+        DefaultPolicy(max_retries=5, max_backoff=2000) if isinstance(p, DefaultPolicy) else p
+        for p in client.get_retry_policies()])
 
 
 def session(master: str | None = None) -> Any:
@@ -735,8 +749,10 @@ def _jvm_exit(e: Exception, oom: bool) -> int | None:
     return int(code)
 
 
+# A Connect server that died mid-call: gRPC's words for it (a handler cut off by the
+# JVM's exit answers "Application error processing RPC").
 _LOST = re.compile(r"UNAVAILABLE|Connection refused|Socket closed|failed to connect|"
-                   r"Connection reset", re.I)
+                   r"Connection reset|Application error processing RPC", re.I)
 _DYING = re.compile(r"SparkContext was shut down|Answer from Java side is empty|"
                     r"Connection refused|Error while (sending|receiving)")
 
