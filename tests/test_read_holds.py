@@ -197,6 +197,47 @@ def test_mz_read_holds_shows_holds_while_held(tmp_path: Path) -> None:
     assert _rows(conn, "SELECT * FROM mz_read_holds") == []
     # Holds are not DDL: sessions keep their cached catalog.
     assert conn.store.snapshot().version == snap.version
+    # A read at the current time holds only when its inputs keep little history.
+    assert not holds.plain_read_needs_hold(snap, [table])
+    conn.execute("ALTER SYSTEM SET retain_history = '10s'")
+    assert holds.plain_read_needs_hold(conn.store.snapshot(), [table])
     with pytest.raises(mzflow.Error, match=r"is not valid for all inputs: .*\.t has since"):
         holds.acquire(conn.store, [table], table.created_ts - 1, "SELECT AS OF", 60)
+    conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_holds_on_postgres(tmp_path: Path, pg_url: str) -> None:
+    """Renewals and releases there take no catalog lock (the row lock orders them
+    with compaction's delete): they move the held time forward only, and a hold a
+    compaction dropped stays dropped."""
+    import pg_server
+    import sqlalchemy as sa
+
+    from mzflow.catalog import migrations
+
+    conn = mzflow.connect(str(tmp_path / "home"), catalog_url=pg_server.create_database(pg_url))
+    conn.execute("CREATE TABLE t (a int)")
+    snap = conn.store.snapshot()
+    table, at = snap.resolve("t"), snap.read_ts
+    engine = conn.store.engine
+    with holds.acquire(conn.store, [table], at, "SUBSCRIBE", 60) as hold:
+        hold.advance(at + 5)
+        assert hold.renew()
+        assert catalog_holds.renew(engine, hold.hold_id, at + 1, now_ms() + 60_000)
+        assert _rows(conn, "SELECT read_time FROM mz_read_holds") == [(at + 5,)]
+        with conn.store.write() as w:
+            assert holds.live(w.conn) == {table.id: at + 5}
+    assert _rows(conn, "SELECT * FROM mz_read_holds") == []
+    lapsed = holds.acquire(conn.store, [table], at, "SUBSCRIBE", 60)
+    lapsed._stop.set()
+    with conn.store.write() as w:
+        w.conn.execute(migrations.read_holds.update().values(expires_at=0))
+    with conn.store.write() as w:
+        assert holds.live(w.conn) == {}
+    assert not lapsed.renew() and lapsed.lost
+    with engine.connect() as c:
+        assert c.execute(sa.select(sa.func.count()).select_from(migrations.read_holds)
+                         ).scalar_one() == 0
     conn.close()
