@@ -203,6 +203,12 @@ def test_mz_read_holds_shows_holds_while_held(tmp_path: Path) -> None:
     assert holds.plain_read_needs_hold(conn.store.snapshot(), [table])
     with pytest.raises(mzflow.Error, match=r"is not valid for all inputs: .*\.t has since"):
         holds.acquire(conn.store, [table], table.created_ts - 1, "SELECT AS OF", 60)
+    # A live holder renews its lease: held well past the first expiry.
+    with holds.acquire(conn.store, [table], at, "SUBSCRIBE", 0.6) as hold:
+        time.sleep(1.5)
+        with conn.store.write() as w:
+            assert holds.live(w.conn) == {table.id: at}
+        assert not hold.lost
     conn.close()
 
 

@@ -94,12 +94,19 @@ class ReadHold:
                         self.hold_id, self.lease_seconds, exc_info=True)
 
     def _renew_until_released(self) -> None:
-        while not self._stop.wait(self.lease_seconds / 3):
+        period = self.lease_seconds / 3
+        wait = period
+        while not self._stop.wait(wait):
             try:
                 if not self.renew():
                     return
-            except Exception:  # a busy catalog: the next period tries again
+                wait = period
+            except Exception:
+                # A busy catalog (SQLite gives up on its lock after 30 s, behind a long
+                # compaction): try again soon, not a whole period later, so that the
+                # lease is renewed as soon as the lock is free.
                 log.warning("could not renew read hold %s", self.hold_id, exc_info=True)
+                wait = min(1.0, period)
 
     def __enter__(self) -> ReadHold:
         return self
