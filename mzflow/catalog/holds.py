@@ -98,6 +98,11 @@ def take_live(conn: Connection, now: int, dead: Callable[[Hold], bool]) -> dict[
     return out
 
 
+def extend(conn: Connection, ms: int) -> None:
+    t = migrations.read_holds
+    conn.execute(t.update().values(expires_at=t.c.expires_at + ms))
+
+
 def all_holds(conn: Connection) -> list[Hold]:
     t = migrations.read_holds
     return [Hold(**r._asdict()) for r in conn.execute(

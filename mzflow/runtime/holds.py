@@ -156,6 +156,11 @@ def live(conn: Connection) -> dict[str, int]:
     return catalog_holds.take_live(conn, now_ms(), dead)
 
 
+def extend_leases(conn: Connection, ms: int) -> None:
+    """Every hold's lease, ``ms`` longer (compaction: the time it kept holders waiting)."""
+    catalog_holds.extend(conn, ms)
+
+
 def rows(store: Store) -> list[tuple[Any, ...]]:
     """``mz_read_holds``."""
     def utc(ms: int) -> dt.datetime:

@@ -17,6 +17,7 @@ arranged table's retention).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,7 @@ class Compacted:
 
 def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Compacted]:
     out = []
+    started = time.monotonic()
     # Under the write lock: no write can commit between choosing `since` and vacuuming.
     with store.write() as w:
         snap = w.snapshot
@@ -78,6 +80,10 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
                 out.append(Compacted(f"{item.qualified_name}.{p.name}", since, keep_from,
                                      shard.version(), dropped, built, "projection"))
         out.extend(_compact_arrangements(w, warehouse, only))
+        # Holders could not renew while this held the lock (SQLite has one writer): give
+        # their leases that time back, or a compaction right after this one would drop
+        # holds whose holders are alive and were only waiting.
+        holds.extend_leases(w.conn, int((time.monotonic() - started) * 1000))
     return out
 
 
