@@ -115,6 +115,18 @@ def test_compaction_during_a_long_as_of_read(tmp_path: Path,
     assert _compact(conn).since > old
     with pytest.raises(mzflow.Error, match=r"is not valid for all inputs: .*\.t has since"):
         conn.execute(f"SELECT k FROM t AS OF {old}")
+    # With a second of history, a read at the current time holds too.
+    seen: list[Any] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(_held(conn))
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(spark, "run", spy)
+    now = conn.store.snapshot().read_ts
+    assert _rows(conn, "SELECT count(*) FROM t") == [(len(h.rows),)]
+    assert seen == [[("t", "SELECT", now)]]
+    assert _held(conn) == []
     conn.close()
 
 
