@@ -31,6 +31,9 @@ class Config:
     # (runtime/cluster_servers.py); "in-process": on the process's Spark.
     cluster_spark: str = "managed"
     cluster_idle_seconds: float = 900.0
+    # A read hold (runtime/holds.py) lapses this long after its holder last renewed it;
+    # a live holder renews it every third of that.
+    read_hold_lease_seconds: float = 60.0
 
     @property
     def warehouse(self) -> Path:
@@ -73,15 +76,23 @@ def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = N
     if cluster_spark not in ("managed", "in-process"):
         raise InvalidOption(f'cluster_spark must be "managed" or "in-process", not '
                             f'"{cluster_spark}"')
-    idle = os.environ.get("MZFLOW_CLUSTER_IDLE_SECONDS") or data.get(
-        "cluster_idle_seconds") or 900
-    try:
-        idle_seconds = float(str(idle))
-    except ValueError:
-        raise InvalidOption(f"cluster_idle_seconds must be a number, not {idle!r}") from None
     return Config(home=resolved_home, catalog_url=url, spark_master=master,
                   airflow_home=Path(airflow).expanduser().resolve() if airflow else None,
-                  cluster_spark=cluster_spark, cluster_idle_seconds=idle_seconds)
+                  cluster_spark=cluster_spark,
+                  cluster_idle_seconds=_seconds(data, "cluster_idle_seconds", 900),
+                  read_hold_lease_seconds=_seconds(data, "read_hold_lease_seconds", 60))
+
+
+def _seconds(data: dict[str, object], name: str, default: float) -> float:
+    """``MZFLOW_<NAME>``, else the config files' value, else ``default``."""
+    value = os.environ.get(f"MZFLOW_{name.upper()}") or data.get(name) or default
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        raise InvalidOption(f"{name} must be a number, not {value!r}") from None
+    if seconds <= 0:
+        raise InvalidOption(f"{name} must be positive, not {value!r}")
+    return seconds
 
 
 # -- tuning ------------------------------------------------------------------------------

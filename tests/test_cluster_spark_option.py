@@ -296,11 +296,12 @@ def test_migration_6_adds_a_null_spark_to_existing_clusters(
             ("default", None, None), ("etl", "large", URL), ("c", None, None)]
 
 
-def test_a_fresh_catalog_is_at_migration_6(conn, tmp_path: Path) -> None:
+def test_a_fresh_catalog_is_at_the_latest_migration(conn, tmp_path: Path) -> None:
     engine = sa.create_engine(f"sqlite:///{tmp_path / 'catalog.db'}")
     try:
         with engine.connect() as c:
             versions = list(c.execute(sa.text("SELECT version FROM schema_migrations")).scalars())
     finally:
         engine.dispose()
-    assert migrations.LATEST == 6 and max(versions) == 6
+    # 6 added clusters' spark column; later migrations (7: read holds) leave it be.
+    assert migrations.LATEST >= 6 and max(versions) == migrations.LATEST

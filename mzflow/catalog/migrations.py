@@ -152,6 +152,21 @@ expectation_runs = sa.Table(
     sa.Column("report", sa.Text, nullable=False),
 )
 
+# Read holds (catalog/holds.py): one row per object a read or SUBSCRIBE holds back.
+# No foreign key to items: a DROP must not wait for readers, and compaction ignores a
+# hold on an object that no longer exists.
+read_holds = sa.Table(
+    "read_holds", metadata,
+    sa.Column("hold_id", sa.String(32), primary_key=True),
+    sa.Column("object_id", sa.String(32), primary_key=True),
+    sa.Column("read_time", sa.BigInteger, nullable=False),
+    sa.Column("holder", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("acquired_at", sa.BigInteger, nullable=False),
+    sa.Column("expires_at", sa.BigInteger, nullable=False),
+)
+
 
 def _v1_initial(conn: Connection) -> None:
     # The v1 shapes of `clusters` and `items`, frozen here: the module-level tables have
@@ -218,6 +233,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (4, "projections and partitions", _v4_projections),
     (5, "expectations", _v5_expectations),
     (6, "cluster spark endpoint", _v6_cluster_spark),
+    (7, "read_holds", lambda conn: read_holds.create(conn)),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -228,6 +228,14 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_hydration_statuses",
                     _cols("object_id text, hydrated boolean, hydration_time interval null"),
                     (), lambda snap: []),
+        # Read holds (catalog/holds.py), kept by the catalog store outside the snapshot:
+        # runtime/reads.py fills them in. Expired holds stay listed until a compaction
+        # drops them.
+        SystemTable("mz_read_holds",
+                    _cols("object_id text, hold_id text, holder text, read_time bigint, "
+                          "pid integer, host text, "
+                          "acquired_at timestamp with time zone, "
+                          "expires_at timestamp with time zone"), (), lambda snap: []),
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
                     (), _comment_rows),

@@ -1,7 +1,8 @@
 """Compaction: advance each table's ``since`` and reclaim what no valid read needs.
 
 For every table: ``since`` moves up to its retention, but not past what a sink
-still has to export (its read hold); Delta's small files are
+still has to export, nor past the time of a live read hold (a ``SELECT … AS OF`` or a
+SUBSCRIBE still reading: runtime/holds.py); Delta's small files are
 merged (optimize), the log is checkpointed, and files no version at or after
 ``since`` can read are vacuumed. Reads at ``t >= since`` keep working; reads
 below ``since`` were already refused.
@@ -16,13 +17,14 @@ arranged table's retention).
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
-from mzflow.runtime import arrangements, projections, sinks
+from mzflow.runtime import arrangements, holds, projections, sinks
 from mzflow.storage import paths
 from mzflow.storage.arrangement import ArrangementShard
 from mzflow.storage.delta import IndexShard, Shard, StateShard
@@ -45,18 +47,23 @@ class Compacted:
 
 def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Compacted]:
     out = []
+    started = time.monotonic()
     # Under the write lock: no write can commit between choosing `since` and vacuuming.
     with store.write() as w:
         snap = w.snapshot
         held = sinks.holds(snap)
+        # Reads' holds: read in this transaction (expired ones deleted in it), so a read
+        # either holds before since is chosen here or is refused after.
+        for object_id, ts in holds.live(w.conn).items():
+            held[object_id] = min(held.get(object_id, ts), ts)
         for item in snap.items:
             if item.kind == INDEX and (only is None or item.name == only):
-                out.extend(_compact_index(w, warehouse, item))
+                out.extend(_compact_index(w, warehouse, item, held.get(item.id)))
             if item.kind != TABLE or (only is not None and item.name != only):
                 continue
             shard = Shard(paths.table(warehouse, item.id))
             since = frontiers.since(item, snap)
-            if item.id in held:  # a sink still has to export from there
+            if item.id in held:  # a sink still has to export from there, or a read reads
                 since = max(item.since_ts or 0, min(since, held[item.id]))
             keep_from = shard.version_at(since) or 0
             ts = w.allocate_ts()
@@ -73,10 +80,15 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
                 out.append(Compacted(f"{item.qualified_name}.{p.name}", since, keep_from,
                                      shard.version(), dropped, built, "projection"))
         out.extend(_compact_arrangements(w, warehouse, only))
+        # Holders could not renew while this held the lock (SQLite has one writer): give
+        # their leases that time back, or a compaction right after this one would drop
+        # holds whose holders are alive and were only waiting.
+        holds.extend_leases(w.conn, int((time.monotonic() - started) * 1000))
     return out
 
 
-def _compact_index(w: Writer, warehouse: Path, index: Item) -> list[Compacted]:
+def _compact_index(w: Writer, warehouse: Path, index: Item, held: int | None
+                   ) -> list[Compacted]:
     """The index, then the GROUP BY state its ticks keep beside it (if any)."""
     shard = IndexShard(paths.index(warehouse, index.id))
     if not shard.exists():
@@ -85,6 +97,8 @@ def _compact_index(w: Writer, warehouse: Path, index: Item) -> list[Compacted]:
     # An index's since never passes what it holds: a serializable read at its upper
     # must still find its files.
     since = min(done, frontiers.since(index, w.snapshot))
+    if held is not None:  # a read served from the index at an older time
+        since = max(index.since_ts or 0, min(since, held))
     keep_from = shard.version_at(since) or 0
     stats = shard.compact(keep_from, done)
     w.set_since(index.id, since)

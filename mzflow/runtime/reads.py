@@ -89,10 +89,12 @@ FRESHNESS = {"mz_wallclock_lag_history": "lag_history", "mz_hydration_statuses":
 
 
 def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
-              results: Callable[[], list[tuple[Any, ...]]] | None = None
+              results: Callable[[], list[tuple[Any, ...]]] | None = None,
+              read_holds: Callable[[], list[tuple[Any, ...]]] | None = None
               ) -> list[tuple[Any, ...]]:
     """A catalog query, in process. ``warehouse`` gives the system tables whose rows
-    come from storage (mz_arrangements) their rows."""
+    come from storage (mz_arrangements) their rows; ``results`` and ``read_holds`` the
+    ones the catalog store keeps outside the snapshot."""
     tables: dict[str, tuple[list[str], local.Rows]] = {}
     for table in p.query.find_all(exp.Table):
         sys_table = system.lookup(table.name)
@@ -103,6 +105,8 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
                 found = arrangements.rows(snap, warehouse)
             if table.name == "mz_expectation_results" and results is not None:
                 found = results()  # kept by the catalog store, outside the snapshot
+            if table.name == "mz_read_holds" and read_holds is not None:
+                found = read_holds()
             if table.name == "mz_cluster_replicas" and warehouse is not None:
                 from mzflow.runtime import cluster_servers
                 found = cluster_servers.replica_rows(snap, warehouse.parent)

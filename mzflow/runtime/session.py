@@ -11,7 +11,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from mzflow.runtime import (
     cluster_servers,
     explain,
     freshness,
+    holds,
     maintenance,
     projections,
     quality,
@@ -255,7 +256,7 @@ class Connection:
         if len(statements) != 1 or not isinstance(statements[0], ast.Subscribe):
             raise Error("subscribe() takes exactly one SUBSCRIBE statement")
         return subscribe_mod.subscribe(self.store, self.config.warehouse, statements[0],
-                                       poll_seconds)
+                                       poll_seconds, self.config.read_hold_lease_seconds)
 
     def run_sink(self, name: str, interval: sinks.Interval | None = None,
                  on_progress: Callable[[sinks.Exported], None] | None = None
@@ -486,7 +487,8 @@ class Connection:
         if not p.needs_spark:
             try:
                 rows = reads.run_local(snap, p, self.config.warehouse,
-                                       self.store.expectation_results)
+                                       self.store.expectation_results,
+                                       lambda: holds.rows(self.store))
             except NotEvaluable:
                 if p.bound.system_tables:
                     raise
@@ -503,19 +505,33 @@ class Connection:
         from mzflow.render import spark
 
         with spark.memory_of(spark.in_process_memory(cluster)):
+            as_of = at is not None
             if at is None:
                 at = snap.read_ts if strict else self._serializable_time(snap, p)
-            for _, index in p.indexes:
-                # Strict serializable: catch the index up first, so the read sees every
-                # earlier write. Then an error in the object's contents is the read's error.
-                ticks.tick_index(snap, self.config.warehouse, index, at,
-                                 record=self._record_results,
-                                 quarantine=self._quarantine_rows)
-                _, error = ticks.index_shard(self.config.warehouse, index).state()
-                if error is not None:
-                    raise EvaluationError(error)
-            return reads.run_spark(snap, p, self.config.warehouse, at,
-                                   projections=self._use_projections())
+            with self._hold(snap, p, at, as_of):
+                for _, index in p.indexes:
+                    # Strict serializable: catch the index up first, so the read sees
+                    # every earlier write. Then an error in the object's contents is the
+                    # read's error.
+                    ticks.tick_index(snap, self.config.warehouse, index, at,
+                                     record=self._record_results,
+                                     quarantine=self._quarantine_rows)
+                    _, error = ticks.index_shard(self.config.warehouse, index).state()
+                    if error is not None:
+                        raise EvaluationError(error)
+                return reads.run_spark(snap, p, self.config.warehouse, at,
+                                       projections=self._use_projections())
+
+    def _hold(self, snap: Snapshot, p: reads.Plan, at: int, as_of: bool
+              ) -> AbstractContextManager[Any]:
+        """A read AS OF a time holds what it reads until it has read it; a read at the
+        current time only when an input keeps little history (runtime/holds.py)."""
+        tables = [item for _, item, _ in p.tables]
+        if not as_of and not holds.plain_read_needs_hold(snap, tables):
+            return nullcontext()
+        objects = tables + [index for _, index in p.indexes]
+        return holds.acquire(self.store, objects, at, "SELECT AS OF" if as_of else "SELECT",
+                             self.config.read_hold_lease_seconds)
 
     def _server(self, snap: Snapshot, cluster_id: int, any_state: bool
                 ) -> Callable[[Item], Item | None]:
@@ -552,7 +568,8 @@ class Connection:
             raise Error("SUBSCRIBE without UP TO never ends",
                         hint="add UP TO <time>, iterate Connection.subscribe(…), or run "
                              "`mzflow subscribe`")
-        sub = subscribe_mod.subscribe(self.store, self.config.warehouse, stmt)
+        sub = subscribe_mod.subscribe(self.store, self.config.warehouse, stmt,
+                                      lease_seconds=self.config.read_hold_lease_seconds)
         rows = list(sub)
         return Result(sub.columns, rows, status=f"SUBSCRIBE {len(rows)}")
 

@@ -26,7 +26,7 @@ from mzflow.catalog import frontiers, sinks
 from mzflow.catalog.model import RELATION_KINDS
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import InvalidOption, WrongObjectType
-from mzflow.runtime import history, reads
+from mzflow.runtime import history, holds, reads
 from mzflow.sql import ast
 from mzflow.storage.delta import DIFF
 from mzflow.storage.types import python_values
@@ -46,6 +46,7 @@ class Subscription:
     snapshot: bool
     progress: bool
     poll_seconds: float = 0.5
+    lease_seconds: float = 60.0  # of its read hold (runtime/holds.py)
     columns: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -55,6 +56,13 @@ class Subscription:
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         if self.up_to is not None and self.up_to <= self.as_of:
             return
+        # Held while iterating: compaction keeps what the next rows are read from. Taken
+        # here, not at subscribe(): a subscription never iterated holds nothing.
+        with holds.acquire(self.store, self.source.inputs, self.as_of, "SUBSCRIBE",
+                           self.lease_seconds) as hold:
+            yield from self._stream(hold)
+
+    def _stream(self, hold: holds.ReadHold) -> Iterator[tuple[Any, ...]]:
         snap = self.store.snapshot()
         contents = history.contents(snap, self.source, self.warehouse, self.as_of)
         if self.snapshot:
@@ -67,12 +75,17 @@ class Subscription:
             if target <= frontier:
                 time.sleep(self.poll_seconds)
                 continue
+            if hold.lost:  # what the next changes are read from may be gone
+                raise reads.InvalidTimestamp(
+                    f"SUBSCRIBE lost its read hold at {frontier}: its lease ran out and a "
+                    "compaction went past it", hint="raise read_hold_lease_seconds")
             snap = self.store.snapshot()
             for ts, diff in history.changes(snap, self.source, self.warehouse, frontier,
                                             target, contents):
                 yield from self._rows(ts, diff)
                 contents = _apply(contents, diff, self.source)
             frontier = target
+            hold.advance(frontier)
             if self.progress:
                 yield self._progress(frontier + 1)
 
@@ -107,7 +120,7 @@ class Subscription:
 
 
 def subscribe(store: Store, warehouse: Path, stmt: ast.Subscribe,
-              poll_seconds: float = 0.5) -> Subscription:
+              poll_seconds: float = 0.5, lease_seconds: float = 60.0) -> Subscription:
     snap = store.snapshot()
     target = stmt.this
     if isinstance(target, exp.Table):
@@ -135,7 +148,7 @@ def subscribe(store: Store, warehouse: Path, stmt: ast.Subscribe,
         raise reads.InvalidTimestamp(f"UP TO ({up_to}) is before AS OF ({as_of})")
     _check_as_of(store, src, as_of)
     return Subscription(store, warehouse, src, as_of, up_to, opts["SNAPSHOT"],
-                        opts["PROGRESS"], poll_seconds)
+                        opts["PROGRESS"], poll_seconds, lease_seconds)
 
 
 def _check_as_of(store: Store, src: history.Source, as_of: int) -> None:
