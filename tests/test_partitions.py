@@ -169,6 +169,19 @@ def test_a_partitioned_table_reads_like_duckdb_through_writes(tmp_path: Path) ->
         assert any("_mz_partition_s=_" in f.parts[-3] for f in files)
         assert any("__HIVE_DEFAULT_PARTITION__" in str(f) for f in files)
         assert all({"i", "s", "d"} <= set(pq.read_schema(f).names) for f in files)
+        # … with their statistics, which name the file's partition: min/max pruning
+        # (the get rule's) sees the partition columns like any other.
+        from mzflow.storage.delta import Shard
+
+        actions = Shard(root).add_actions(Shard(root).version()).to_pylist()
+        for action in actions:
+            for col in ("i", "s", "d"):
+                low, high = action[f"min.{col}"], action[f"max.{col}"]
+                key = action[f"partition._mz_partition_{col}"]
+                assert low == high, action
+                assert (key is None) == (low is None), action
+                if key is not None:
+                    assert partitions.key_of(str(low)) == key, action
         # Every earlier time reads as it did.
         for at, answers in times:
             for q in QUERIES:
