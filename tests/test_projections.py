@@ -176,7 +176,7 @@ def test_routing_decisions(conn: mzflow.Connection) -> None:
 
 duckdb = pytest.importorskip("duckdb")
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 BATTERY = [
@@ -315,8 +315,6 @@ def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(steps=st.lists(PARTITIONED_STEP, min_size=2, max_size=4))
-@example(steps=[("clear", "by_g"), ("materialize in", ("by_g", "a")),
-                ("clear in", ("by_k", None)), ("update", 1), ("materialize in", ("pos", None))])
 def test_routed_answers_over_a_partitioned_table(spark_home: Path,
                                                  steps: list[tuple[str, Any]]) -> None:
     _routed_oracle(spark_home, steps, TABLE + " PARTITION BY (g)")
