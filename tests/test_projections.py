@@ -24,6 +24,7 @@ from mzflow.errors import (
     DuplicateObject,
     Error,
     InvalidDefinition,
+    InvalidOption,
     UnknownColumn,
     UnknownObject,
     WrongObjectType,
@@ -225,6 +226,13 @@ STEP = st.one_of(
     st.tuples(st.just("clear"), st.sampled_from(["by_g", "pos", "by_k"])),
     st.tuples(st.just("compact"), st.none()),
 )
+# The same table partitioned by g: IN PARTITION builds and clears one partition's parts.
+PARTITIONED_STEP = st.one_of(
+    STEP,
+    st.tuples(st.sampled_from(["materialize in", "clear in"]),
+              st.tuples(st.sampled_from(["by_g", "pos", "by_k"]),
+                        st.sampled_from(["a", "b", "c", None]))),
+)
 
 
 def _sql_value(v: Any) -> str:
@@ -298,6 +306,21 @@ def spark_home() -> Iterator[Path]:
 @given(steps=st.lists(STEP, min_size=2, max_size=4))
 def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
                                                      steps: list[tuple[str, Any]]) -> None:
+    _routed_oracle(spark_home, steps, TABLE)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@settings(max_examples=int(os.environ.get("MZFLOW_ORACLE_EXAMPLES", "2")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                 HealthCheck.too_slow])
+@given(steps=st.lists(PARTITIONED_STEP, min_size=2, max_size=4))
+def test_routed_answers_over_a_partitioned_table(spark_home: Path,
+                                                 steps: list[tuple[str, Any]]) -> None:
+    _routed_oracle(spark_home, steps, TABLE + " PARTITION BY (g)")
+
+
+def _routed_oracle(spark_home: Path, steps: list[tuple[str, Any]], table: str) -> None:
     from mzflow.render import spark
     from mzflow.runtime import projections
 
@@ -306,7 +329,7 @@ def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
     db.execute("CREATE TABLE t (k int, g text, v int, n decimal(8,2), x double)")
     db.execute(VIEW)
     with mzflow.connect(str(home)) as conn:
-        conn.execute(TABLE)
+        conn.execute(table)
         conn.execute(VIEW)
         seed = [(1, "a", 2, Decimal("1.50"), 0.5), (2, "b", None, None, None),
                 (3, "a", -1, Decimal("2.25"), 1.25), (1, None, 4, Decimal("0.10"), 3.0)]
@@ -319,6 +342,10 @@ def test_routed_answers_equal_routing_off_and_duckdb(spark_home: Path,
                 db.execute(sql)
             elif step[0] == "compact":
                 conn.compact("t")
+            elif step[0].endswith(" in"):
+                name, value = step[1]
+                conn.execute(f"ALTER TABLE t {step[0].split()[0].upper()} PROJECTION {name} "
+                             f"IN PARTITION {_sql_value(value)}")
             else:
                 conn.execute(f"ALTER TABLE t {step[0].upper()} PROJECTION {step[1]}")
             times.append((conn.store.snapshot().read_ts,
@@ -502,15 +529,96 @@ def test_a_materialize_killed_mid_write_is_finished_by_the_next(tmp_path: Path) 
             "ALTER TABLE t MATERIALIZE PROJECTION p").notices[0]
 
 
-def test_partition_by_is_refused_until_readers_fill_partition_columns(
+def test_in_partition_names_a_partition_of_a_partitioned_table(
         conn: mzflow.Connection) -> None:
-    # Delta keeps partition columns out of the data files, and mzflow's readers read
-    # files directly: a partitioned table would read its partition column as NULL.
-    with pytest.raises(Error, match="PARTITION BY is not supported yet"):
-        conn.execute("CREATE TABLE t (k int, g text) PARTITION BY (g)")
     conn.execute("CREATE TABLE u (k int, PROJECTION p (SELECT k, count(*) GROUP BY k))")
     with pytest.raises(Error, match="has no partitions"):
         conn.execute("ALTER TABLE u MATERIALIZE PROJECTION p IN PARTITION '1'")
+    conn.execute("CREATE TABLE w (k int, g text, PROJECTION p (SELECT g, count(*) GROUP BY g))"
+                 " PARTITION BY (k)")
+    for sql, text in (("IN PARTITION 'x'", 'invalid partition value "x" for column "k" of '
+                                           "type integer"),
+                      ("IN PARTITION (1, 2)", "IN PARTITION needs 1 values"),
+                      ("IN PARTITION (1 + 1)", "IN PARTITION takes literals")):
+        with pytest.raises(InvalidOption, match=text):
+            conn.execute(f"ALTER TABLE w MATERIALIZE PROJECTION p {sql}")
+    # No files yet: nothing to build or clear, whatever the value.
+    assert "0 parts materialized" in conn.execute(
+        "ALTER TABLE w MATERIALIZE PROJECTION p IN PARTITION 1").notices[0]
+    assert "0 parts cleared" in conn.execute(
+        "ALTER TABLE w CLEAR PROJECTION p IN PARTITION NULL").notices[0]
+
+
+PARTED = ("CREATE TABLE t (k int, g text, d date, v int, "
+          "PROJECTION by_gd (SELECT g, d, sum(v), count(*) GROUP BY g, d)) PARTITION BY (g, d)")
+PARTED_QUERIES = ["SELECT g, d, sum(v), count(*) FROM t GROUP BY g, d",
+                  "SELECT g, sum(v) FROM t WHERE d = DATE '2024-01-01' GROUP BY g",
+                  "SELECT d, count(*) FROM t WHERE g = '' GROUP BY d"]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_materialize_and_clear_in_partition(tmp_path: Path) -> None:
+    """MATERIALIZE and CLEAR … IN PARTITION touch the parts of that partition only
+    (NULL and '' are different partitions), again is a no-op, and reads routed to the
+    projection, stored and projected parts mixed, equal DuckDB's."""
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (k int, g text, d date, v int)")
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute(PARTED)
+        # One INSERT per row: one file (part) per row, in its (g, d) partition.
+        rows = ["(1, 'a', DATE '2024-01-01', 1)", "(2, 'a', DATE '2024-01-01', 2)",
+                "(3, 'b', DATE '2024-01-01', 3)", "(4, '', DATE '2024-01-02', 4)",
+                "(5, NULL, DATE '2024-01-02', 5)", "(6, NULL, NULL, 6)",
+                "(7, 'b c', NULL, NULL)"]
+        for row in rows:
+            conn.execute(f"INSERT INTO t VALUES {row}")
+            db.execute(f"INSERT INTO t VALUES {row}")
+
+        def stored() -> tuple[int, int]:
+            text = "".join(r[0] for r in conn.execute(f"EXPLAIN {PARTED_QUERIES[0]}").rows)
+            line = next(ln for ln in text.splitlines() if ln.startswith("Projection: by_gd"))
+            words = line.split(": ")[-1].split()
+            return int(words[0]), int(words[3])  # "S parts stored, P projected on the fly"
+
+        def answers_right() -> None:
+            for q in PARTED_QUERIES:
+                conn.execute("SET optimize_use_projections = true")
+                routed = conn.execute(q).rows
+                conn.execute("SET optimize_use_projections = false")
+                assert _same(routed, conn.execute(q).rows), q
+                assert _same(routed, db.execute(q).fetchall()), (q, routed)
+            conn.execute("SET optimize_use_projections = true")
+
+        def alter(action: str, value: str) -> int:
+            notice = conn.execute(f"ALTER TABLE t {action} PROJECTION by_gd "
+                                  f"IN PARTITION {value}").notices[0]
+            return int(notice.split(": ")[1].split()[0])
+
+        assert stored() == (7, 0)  # every write kept its part
+        answers_right()
+        assert conn.execute("ALTER TABLE t CLEAR PROJECTION by_gd").notices
+        assert stored() == (0, 7)
+        assert alter("MATERIALIZE", "('a', DATE '2024-01-01')") == 2
+        assert stored() == (2, 5)
+        assert alter("MATERIALIZE", "('a', '2024-01-01')") == 0  # again: nothing to do
+        assert alter("MATERIALIZE", "('', '2024-01-02')") == 1  # not the NULL one
+        assert alter("MATERIALIZE", "(NULL, NULL)") == 1
+        assert alter("MATERIALIZE", "('b c', NULL)") == 1
+        assert stored() == (5, 2)
+        answers_right()
+        assert alter("CLEAR", "('a', '2024-01-01')") == 2
+        assert alter("CLEAR", "('a', '2024-01-01')") == 0
+        assert alter("CLEAR", "(NULL, '2024-01-02')") == 0  # never materialized
+        assert stored() == (3, 4)
+        answers_right()
+        # A row moved to another partition: its new part is kept by the write.
+        conn.execute("UPDATE t SET g = 'a', d = DATE '2024-01-01' WHERE k = 7")
+        db.execute("UPDATE t SET g = 'a', d = DATE '2024-01-01' WHERE k = 7")
+        assert stored() == (3, 4)  # 'b c' left (its file went), ('a', …) gained one
+        answers_right()
+        conn.compact("t")
+        answers_right()
 
 
 # -- ClickHouse's projection tests, ported ---------------------------------------------

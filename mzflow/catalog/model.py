@@ -28,6 +28,9 @@ RELATION_KINDS = (TABLE, VIEW, MATERIALIZED_VIEW)
 
 # Every table row's hidden identity: UPDATE and DELETE find rows by it.
 ROWID = "_mz_rowid"
+# A partitioned table's Delta partition columns: a hidden key per PARTITION BY column
+# (storage/partitions.py), so the column itself stays in the data files.
+PARTITION_KEY_PREFIX = "_mz_partition_"
 
 
 @dataclass(frozen=True)

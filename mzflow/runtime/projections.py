@@ -47,6 +47,7 @@ ROUTED = [0]  # reads answered from a projection
 ENGINE = {"arrow": 0, "spark": 0}
 
 _seq = itertools.count()
+PartitionValue = tuple[str | None, ...]  # IN PARTITION's literal per PARTITION BY column
 _SHAPES: dict[tuple[str, str, tuple[Any, ...]], Shape] = {}
 
 
@@ -314,7 +315,8 @@ def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Project
 
 
 def materialize(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
-                partition: str | None = None, operation: str = "materialize") -> Outcome:
+                partition: PartitionValue | None = None, operation: str = "materialize"
+                ) -> Outcome:
     """Store the rows of every part of the table's newest version that has none (in
     ``partition`` only, if given). Resumable: parts already stored are skipped, so a
     run killed half way is finished by the next."""
@@ -335,7 +337,7 @@ def _materialize_seq(warehouse: Path, projection: Projection) -> int:
 
 
 def clear(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
-          partition: str | None = None) -> Outcome:
+          partition: PartitionValue | None = None) -> Outcome:
     """Drop the stored rows of every part (in ``partition`` only, if given)."""
     pshard = shard_of(warehouse, projection)
     kept = pshard.parts()
@@ -356,24 +358,65 @@ def clear(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
     return result
 
 
-def _in_partition(shard: Shard, version: int, table: Item, partition: str | None
+def _in_partition(shard: Shard, version: int, table: Item, partition: PartitionValue | None
                   ) -> list[str]:
+    """The files of ``version`` in ``partition`` (all of them when None): those whose
+    Delta partition values (the hidden keys, storage/partitions.py) are the keys of the
+    literal cast to each column's type."""
     files = shard.files(version)
     if partition is None:
         return files
-    if not table.partition_by:
-        from mzflow.errors import InvalidOption
+    from mzflow.errors import InvalidOption
+    from mzflow.storage import partitions
+    from mzflow.storage.types import parse_type
 
+    if not table.partition_by:
         raise InvalidOption(f'table "{table.name}" has no partitions',
                             hint="CREATE TABLE … PARTITION BY (column) makes them")
+    if len(partition) != len(table.partition_by):
+        raise InvalidOption(f"IN PARTITION needs {len(table.partition_by)} values, one per "
+                            f"PARTITION BY column of \"{table.name}\"",
+                            hint=f"IN PARTITION ({', '.join(table.partition_by)})")
+    types = {c.name: c.type for c in table.columns}
+    wanted = []
+    for column, text in zip(table.partition_by, partition, strict=True):
+        try:
+            wanted.append(partitions.key_of_literal(text, parse_type(types[column]).arrow))
+        except (pa.ArrowInvalid, ValueError):
+            raise InvalidOption(f'invalid partition value "{text}" for column "{column}" '
+                                f"of type {types[column]}") from None
     actions = shard.add_actions(version)
-    column = f"partition.{table.partition_by[0]}"
-    chosen = set()
-    for path, value in zip(actions.column("path").to_pylist(),
-                           actions.column(column).to_pylist(), strict=True):
-        if str(value) == partition:
-            chosen.add(part_name(path))
+    if actions.num_rows == 0:
+        return []
+    values = zip(*(actions.column(f"partition.{partitions.key_column(c)}").to_pylist()
+                   for c in table.partition_by), strict=True)
+    chosen = {part_name(path) for path, value in zip(actions.column("path").to_pylist(),
+                                                      values, strict=True)
+              if list(value) == wanted}
     return [f for f in files if part_name(f) in chosen]
+
+
+def partition_value(expr: exp.Expr) -> PartitionValue:
+    """``IN PARTITION <literal>`` or ``IN PARTITION (<literal>, …)`` as text per column
+    (None for NULL); the column types read the text (storage/partitions.py)."""
+    from mzflow.errors import InvalidOption
+
+    items = expr.expressions if isinstance(expr, exp.Tuple) else [expr]
+    out: list[str | None] = []
+    for item in items:
+        while isinstance(item, exp.Paren | exp.Cast):  # (5), DATE '2024-01-01'
+            item = item.this
+        if isinstance(item, exp.Null):
+            out.append(None)
+        elif isinstance(item, exp.Boolean):
+            out.append("true" if item.this else "false")
+        elif isinstance(item, exp.Neg) and isinstance(item.this, exp.Literal):
+            out.append(f"-{item.this.this}")
+        elif isinstance(item, exp.Literal | exp.Identifier):
+            out.append(str(item.this))
+        else:
+            raise InvalidOption(f"IN PARTITION takes literals, not {item.sql()}")
+    return tuple(out)
 
 
 def after_compaction(snap: Snapshot, warehouse: Path, table: Item
@@ -710,7 +753,7 @@ def alter(store: Any, warehouse: Path, stmt: Any) -> list[str]:
     if projection is None or table is None or action in ("ADD", "DROP"):
         return notices
     partition = stmt.args.get("partition")
-    value = partition.name if partition is not None else None
+    value = partition_value(partition) if partition is not None else None
     with store.write() as w:  # one writer of a projection at a time (see _add_parts)
         if action == "MATERIALIZE":
             done = materialize(w.snapshot, warehouse, table, projection, value)

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from mzflow.catalog.model import ROWID
 from mzflow.errors import Error
+from mzflow.storage import partitions
 
 TARGET_FILE_SIZE = 16 * 1024 * 1024  # the file_size tuning's default
 TS_KEY = "mzflow.ts"
@@ -72,6 +73,7 @@ class Shard:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._dt: Any = None  # the open table; a statement opens it once
+        self._partitioned: tuple[str, ...] | None = None  # its PARTITION BY columns
         self.last_written: tuple[int, pa.Table] | None = None
 
     @classmethod
@@ -89,14 +91,29 @@ class Shard:
     # -- write side ------------------------------------------------------------
 
     def create(self, schema: pa.Schema, ts: int, partition_by: tuple[str, ...] = ()) -> int:
+        """``partition_by``: the table's PARTITION BY columns. The Delta table is
+        partitioned by a hidden key of each (storage/partitions.py), which the writes
+        below add and the whole-table reads drop: the columns stay in the data files."""
         from deltalake import DeltaTable
 
         full = schema.append(pa.field(ROWID, pa.int64(), nullable=False))
+        for column in partition_by:
+            full = full.append(pa.field(partitions.key_column(column), pa.string()))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         DeltaTable.create(str(self.path), full, mode="error", configuration=TABLE_CONFIG,
-                          partition_by=list(partition_by) or None,
+                          partition_by=[partitions.key_column(c) for c in partition_by]
+                          or None,
                           commit_properties=_props(ts, None))
         return 0
+
+    def partitioned_by(self) -> tuple[str, ...]:
+        """The table columns whose keys partition this shard (a shard's partitioning
+        never changes: read once)."""
+        if self._partitioned is None:
+            keys = self._table().metadata().partition_columns
+            self._partitioned = tuple(k.removeprefix(partitions.key_column(""))
+                                      for k in keys if partitions.is_key(k))
+        return self._partitioned
 
     def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None, *,
                file_size: int = TARGET_FILE_SIZE) -> int:
@@ -105,7 +122,8 @@ class Shard:
         top = pc.max(data.column(ROWID)).as_py() if ROWID in data.column_names else None
         # Files of bounded size keep min/max statistics selective: a tick that needs
         # the rows of a few keys reads the few files whose ranges hold them.
-        write_deltalake(self._table(), data, mode="append", target_file_size=file_size,
+        write_deltalake(self._table(), partitions.with_keys(data, self.partitioned_by()),
+                        mode="append", target_file_size=file_size,
                         commit_properties=_props(ts, txn, top))
         version = self.version()
         # What this append wrote, for whoever reads the new files back right away (a
@@ -121,7 +139,9 @@ class Shard:
         return self.version()
 
     def update_rows(self, rows: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
-        """Replace the rows whose ``_mz_rowid`` appears in ``rows`` by those rows."""
+        """Replace the rows whose ``_mz_rowid`` appears in ``rows`` by those rows (a
+        row whose partition column changed moves to its new partition)."""
+        rows = partitions.with_keys(rows, self.partitioned_by())
         (self._table().merge(rows, f"t.{ROWID} = s.{ROWID}", source_alias="s", target_alias="t",
                              commit_properties=_props(ts, txn))
          .when_matched_update_all().execute())
@@ -258,18 +278,21 @@ class Shard:
 
         dt = DeltaTable(str(self.path), version=version) if version is not None else (
             self._table())
-        return pa.schema(dt.schema().to_arrow())
+        schema = pa.schema(dt.schema().to_arrow())
+        return pa.schema([f for f in schema if not partitions.is_key(f.name)])
 
     def read(self, version: int) -> pa.Table:
         """The rows at ``version`` (small tables and tests; big reads go through Spark)."""
         from deltalake import DeltaTable
 
-        return pa.table(DeltaTable(str(self.path), version=version).to_pyarrow_table())
+        return partitions.without_keys(pa.table(
+            DeltaTable(str(self.path), version=version).to_pyarrow_table()))
 
     def changes(self, after: int, through: int) -> pa.Table:
         """The change feed of versions ``after+1 … through`` with ``_change_type``."""
         dt = self._table()
-        return pa.table(dt.load_cdf(starting_version=after + 1, ending_version=through))
+        return partitions.without_keys(pa.table(
+            dt.load_cdf(starting_version=after + 1, ending_version=through)))
 
     # -- maintenance -------------------------------------------------------------
 

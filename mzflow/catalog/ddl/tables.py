@@ -9,7 +9,7 @@ from sqlglot import exp
 from mzflow.catalog import normalize
 from mzflow.catalog.bind import type_name
 from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, retention
-from mzflow.catalog.model import ROWID, TABLE, Column, Item
+from mzflow.catalog.model import PARTITION_KEY_PREFIX, ROWID, TABLE, Column, Item
 from mzflow.catalog.store import Store
 from mzflow.errors import (
     DuplicateObject,
@@ -65,6 +65,9 @@ def _column_def(col: exp.ColumnDef, table: str) -> Column:
         raise InvalidDefinition(f'column "{col.name}" needs a type')
     if col.name.lower() == ROWID:
         raise InvalidDefinition(f'column name "{col.name}" is reserved for mzflow\'s row ids')
+    if col.name.lower().startswith(PARTITION_KEY_PREFIX):
+        raise InvalidDefinition(f'column name "{col.name}" is reserved: names starting '
+                                f'with "{PARTITION_KEY_PREFIX}" are mzflow\'s partition keys')
     return Column(name=col.name, type=type_name(dtype), nullable=nullable)
 
 
@@ -86,14 +89,8 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
         seen.add(col.name.lower())
     partition_by = tuple(_partition_column(p.name, columns, name)
                          for p in stmt.args.get("partition_by") or [])
-    if partition_by:
-        # Delta keeps partition columns out of the data files, and every reader here
-        # (Spark over a version's files, Arrow for arrangements and projections) reads
-        # files directly: the column would read as NULL. Storage and catalog carry
-        # partitions already; the readers do not fill them in yet.
-        raise Unsupported("PARTITION BY is not supported yet",
-                          hint="partitioned tables need readers that fill partition "
-                               "columns from file paths")
+    if len(set(partition_by)) != len(partition_by):
+        raise DuplicateObject("a column is named more than once in PARTITION BY")
     has_projections = any(isinstance(c, ast.Projection) for c in schema.expressions)
     if has_projections and check_projection is None:
         raise Unsupported("projections are not supported here")
