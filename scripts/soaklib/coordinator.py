@@ -1,0 +1,190 @@
+"""The coordinator: one fresh home, the workers on it, kill -9 at random moments,
+restarts, and the checker every ``check_every`` seconds and at the end.
+
+Each worker runs in its own session (process group), so a kill reaches its Spark JVM
+too, exactly as a machine losing the process would; nothing else is ever signalled.
+The kill schedule comes from the seed; what the workers interleave is up to the OS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soaklib.checker import Checker
+from soaklib.journal import Journal, records
+
+WORKER = Path(__file__).with_name("worker.py")
+
+
+@dataclass
+class Options:
+    duration: float
+    seed: int
+    workdir: Path
+    kill_mean: float = 10.0  # mean seconds between kills
+    check_every: float = 30.0
+    retain: str = "20s"
+    writers: int = 2
+    write_pause: float = 0.3
+    tick_pause: float = 1.0
+    compact_pause: float = 8.0
+    ddl_pause: float = 6.0
+
+
+@dataclass
+class Proc:
+    role: str
+    name: str
+    args: dict[str, Any]
+    popen: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+
+@dataclass
+class Soak:
+    opts: Options
+    counts: Counter = field(default_factory=Counter)
+    procs: list[Proc] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        w = self.opts.workdir
+        self.home = w / "home"
+        self.journals = w / "journals"
+        self.stop = w / "stop"
+        self.logs = w / "logs"
+        for d in (self.journals, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        self.events = Journal(self.journals / "coordinator.jsonl")
+        self.checker = Checker(self.home, self.journals)
+
+    def _args(self, role: str, name: str, **extra: Any) -> dict[str, Any]:
+        o = self.opts
+        return {"role": role, "name": name, "home": str(self.home), "seed": o.seed,
+                "journal": str(self.journals / f"{name}.jsonl"), "stop": str(self.stop),
+                "retain": o.retain, "write_pause": o.write_pause, "tick_pause": o.tick_pause,
+                "compact_pause": o.compact_pause, "ddl_pause": o.ddl_pause, **extra}
+
+    def _start(self, p: Proc) -> None:
+        args_path = self.logs / f"{p.name}.json"
+        args_path.write_text(json.dumps(p.args))
+        env = dict(os.environ, MZFLOW_CLUSTER_SPARK="in-process", PYTHONUNBUFFERED="1")
+        with open(self.logs / f"{p.name}.{p.starts}.log", "wb") as log:
+            p.popen = subprocess.Popen([sys.executable, str(WORKER), str(args_path)],
+                                       stdout=log, stderr=subprocess.STDOUT, env=env,
+                                       start_new_session=True)
+        p.starts += 1
+
+    def _kill(self, p: Proc) -> None:
+        assert p.popen is not None
+        try:
+            os.killpg(p.popen.pid, signal.SIGKILL)  # the worker and its JVM: its own group
+        except ProcessLookupError:
+            pass
+        p.popen.wait()
+
+    def setup(self) -> None:
+        p = Proc("setup", "setup", self._args("setup", "setup"))
+        self._start(p)
+        assert p.popen is not None
+        if p.popen.wait() != 0:
+            raise RuntimeError(f"setup failed: see {self.logs}/setup.0.log")
+
+    def run(self) -> bool:
+        o = self.opts
+        self.setup()
+        for i in range(o.writers):
+            # Writer 1 also UPDATEs and DELETEs (on Spark); the others only append.
+            name = f"w{i + 1}"
+            self.procs.append(Proc("writer", name, self._args("writer", name, index=i + 1,
+                                                                spark=i == 0)))
+        for role in ("ticker", "compactor", "ddl"):
+            self.procs.append(Proc(role, role, self._args(role, role)))
+        for p in self.procs:
+            self._start(p)
+        rng = random.Random(f"{o.seed}/kills")
+        began = time.monotonic()
+        next_kill = began + rng.expovariate(1 / o.kill_mean)
+        next_check = began + o.check_every
+        while time.monotonic() - began < o.duration and not self.checker.violations:
+            time.sleep(0.2)
+            now = time.monotonic()
+            for p in self.procs:
+                assert p.popen is not None
+                if p.popen.poll() is not None:
+                    self.counts["unexpected exits"] += 1
+                    self.events.write(ev="exited", name=p.name, rc=p.popen.returncode)
+                    self._start(p)
+            if now >= next_kill:
+                victim = rng.choice(self.procs)
+                self._kill(victim)
+                self.counts["kills"] += 1
+                self.events.write(ev="kill", name=victim.name)
+                time.sleep(rng.uniform(0.2, 2.0))
+                self._start(victim)
+                next_kill = time.monotonic() + rng.expovariate(1 / o.kill_mean)
+            if now >= next_check:
+                self._check()
+                next_check = time.monotonic() + o.check_every
+        self._finish()
+        return not self.checker.violations
+
+    def _check(self, final: bool = False) -> None:
+        try:
+            self.checker.run(final=final)
+        except Exception as exc:  # a checker that cannot read is not a verdict: retry
+            self.counts["check passes failed"] += 1
+            self.events.write(ev="check_failed", error=repr(exc)[:500])
+            if final:
+                raise
+
+    def _finish(self) -> None:
+        self.stop.write_text("stop")
+        deadline = time.monotonic() + 120
+        for p in self.procs:
+            assert p.popen is not None
+            try:
+                p.popen.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._kill(p)
+        self._check(final=True)
+
+    def summary(self) -> dict[str, Any]:
+        c = Counter(self.counts)
+        c.update(self.checker.counts)
+        for path in self.journals.glob("*.jsonl"):
+            for rec in records(path):
+                ev = rec.get("ev")
+                if ev in ("tick", "read", "compact"):
+                    c[f"{ev}s"] += 1
+                    if ev == "tick":
+                        c["index ticks"] += rec["n"]
+                elif ev == "start" and path.stem.startswith("w"):
+                    c["write attempts"] += 1
+                elif ev == "done" and path.stem == "ddl":
+                    c["ddl done"] += 1
+                elif ev == "error":
+                    c[f"errors ({rec['op']})"] += 1
+        c["invariants checked"] = sum(v for k, v in c.items()
+                                      if k.endswith("checks") or k == "writes checked"
+                                      or k == "catalog items checked")
+        return dict(sorted(c.items()))
+
+    def errors(self) -> Counter:
+        """Worker errors by kind and first line (clean errors are allowed; the list
+        shows what they were)."""
+        out: Counter = Counter()
+        for path in self.journals.glob("*.jsonl"):
+            for rec in records(path):
+                if rec.get("ev") == "error":
+                    out[f"{rec['op']}: {rec['type']}: {rec['msg'].splitlines()[0][:160]}"] += 1
+        return out
