@@ -113,7 +113,19 @@ class Shard:
         self.last_written = (version, data)
         return version
 
+    def _record_txn(self, ts: int, txn: tuple[str, int]) -> int:
+        """Commit no rows, only ``txn`` and the time: delta-rs's MERGE of an empty
+        source commits nothing, which would leave a keyed UPDATE or DELETE that matched
+        no row unrecorded, and its retry would then apply to rows written since."""
+        from deltalake import write_deltalake
+
+        empty = self.arrow_schema().empty_table()
+        write_deltalake(self._table(), empty, mode="append", commit_properties=_props(ts, txn))
+        return self.version()
+
     def delete_rows(self, rowids: pa.Array, ts: int, txn: tuple[str, int] | None = None) -> int:
+        if len(rowids) == 0 and txn is not None:
+            return self._record_txn(ts, txn)
         source = pa.table({ROWID: rowids})
         (self._table().merge(source, f"t.{ROWID} = s.{ROWID}", source_alias="s",
                              target_alias="t", commit_properties=_props(ts, txn))
@@ -122,6 +134,8 @@ class Shard:
 
     def update_rows(self, rows: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
         """Replace the rows whose ``_mz_rowid`` appears in ``rows`` by those rows."""
+        if rows.num_rows == 0 and txn is not None:
+            return self._record_txn(ts, txn)
         (self._table().merge(rows, f"t.{ROWID} = s.{ROWID}", source_alias="s", target_alias="t",
                              commit_properties=_props(ts, txn))
          .when_matched_update_all().execute())
