@@ -320,3 +320,23 @@ def test_drop_removes_storage_after_the_catalog_commit(conn) -> None:
     assert not paths.index(warehouse, index.id).exists()
     assert not paths.state(warehouse, index.id).exists()
     assert paths.table(warehouse, kept.id).is_dir()
+
+
+def test_a_locked_catalog_is_a_clean_retryable_error(tmp_path: Path, monkeypatch) -> None:
+    """Found by the soak (issue 19): a writer that waited out SQLite's busy timeout got
+    the driver's raw OperationalError; it is CatalogBusy (55P03), and nothing happened."""
+    import sqlite3
+
+    from mzflow.catalog import store
+    from mzflow.errors import CatalogBusy
+
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.2)
+    with mzflow.connect(str(tmp_path)) as conn:
+        holder = sqlite3.connect(tmp_path / "catalog.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(CatalogBusy, match="locked by another writer") as info:
+            conn.execute("CREATE TABLE busy (a int)")
+        assert info.value.code == "55P03"
+        holder.execute("ROLLBACK")
+        conn.execute("CREATE TABLE busy (a int)")
+        assert conn.execute("SHOW TABLES").rows == [("busy",)]

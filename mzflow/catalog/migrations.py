@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from mzflow.errors import CatalogError
+from mzflow.errors import CatalogBusy, CatalogError
 
 metadata = sa.MetaData()
 
@@ -227,7 +227,16 @@ def begin_write(engine: Engine) -> Iterator[Connection]:
     """A transaction that holds the catalog's write lock from its first statement."""
     with engine.connect() as conn:
         conn = conn.execution_options(mzflow_write=True)
-        with conn.begin():
+        try:
+            tx = conn.begin()
+        except sa.exc.OperationalError as exc:
+            # SQLite's BEGIN IMMEDIATE gave up after its busy timeout: say so in our
+            # terms (a raw driver error read as a crash in the soak; issue 19).
+            if "locked" not in str(exc).lower():
+                raise
+            raise CatalogBusy("the catalog is locked by another writer",
+                              hint="retry; a long write or compaction holds the lock") from None
+        with tx:
             if conn.dialect.name == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(727274)"))
             yield conn
