@@ -130,7 +130,14 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
             raise
         except reads.InvalidTimestamp:
             raise
-        except Error as e:  # an evaluation error lands in the object's error collection
+        except Error as e:
+            # A data exception (SQLSTATE class 22: division by zero, a bad cast) is the
+            # definition's answer at this time and lands in the error collection. Any
+            # other failure says nothing about the data (an input file vacuumed under a
+            # long tick, a lost Spark): recording it would make readers fail until the
+            # next write, so the tick fails with nothing committed and runs again.
+            if not e.code.startswith("22"):
+                raise
             changes, new_error = None, str(e).splitlines()[0]
         spark_jobs = jobs()
     described = tick.describe()
