@@ -39,6 +39,7 @@ class Options:
     tick_pause: float = 1.0
     compact_pause: float = 8.0
     ddl_pause: float = 6.0
+    lock_mean: float = 40.0  # mean seconds between locked-catalog faults
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Soak:
     opts: Options
     counts: Counter = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
+    memory: list[tuple[int, int, int, int]] = field(default_factory=list)  # pid, ticks, rss
 
     def __post_init__(self) -> None:
         w = self.opts.workdir
@@ -115,6 +117,8 @@ class Soak:
         began = time.monotonic()
         next_kill = began + rng.expovariate(1 / o.kill_mean)
         next_check = began + o.check_every
+        next_lock = began + rng.expovariate(1 / o.lock_mean)
+        next_sample = began
         while time.monotonic() - began < o.duration and not self.checker.violations:
             time.sleep(0.2)
             now = time.monotonic()
@@ -132,11 +136,50 @@ class Soak:
                 time.sleep(rng.uniform(0.2, 2.0))
                 self._start(victim)
                 next_kill = time.monotonic() + rng.expovariate(1 / o.kill_mean)
+            if now >= next_lock:
+                self._lock_catalog(rng.uniform(0.5, 4.0))
+                next_lock = time.monotonic() + rng.expovariate(1 / o.lock_mean)
+            if now >= next_sample:
+                self._sample_memory()
+                next_sample = now + 5
             if now >= next_check:
                 self._check()
                 next_check = time.monotonic() + o.check_every
         self._finish()
         return not self.checker.violations
+
+    def _lock_catalog(self, seconds: float) -> None:
+        """The locked-catalog fault: hold SQLite's write lock a while, as a long DDL or
+        a stuck process would; writers must wait it out (or fail cleanly), never err."""
+        import sqlite3
+
+        db = sqlite3.connect(self.home / "catalog.db", isolation_level=None, timeout=60)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            time.sleep(seconds)
+            db.execute("ROLLBACK")
+            self.counts["catalog locks"] += 1
+            self.events.write(ev="lock", seconds=seconds)
+        finally:
+            db.close()
+
+    def _sample_memory(self) -> None:
+        """RSS of the ticker's Python and of its process group (its JVM), with how
+        many ticks this incarnation has done: the summary compares tick 100 with the last."""
+        p = next(p for p in self.procs if p.role == "ticker")
+        assert p.popen is not None
+        group = 0
+        py = _rss(p.popen.pid)
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    if os.getpgid(int(pid)) == p.popen.pid:
+                        group += _rss(int(pid))
+                except OSError:
+                    continue
+        ticks = sum(1 for r in records(self.journals / "ticker.jsonl")
+                    if r.get("ev") == "tick" and r.get("pid") == p.popen.pid)
+        self.memory.append((p.popen.pid, ticks, py, group))
 
     def _check(self, final: bool = False) -> None:
         try:
@@ -174,10 +217,29 @@ class Soak:
                     c["ddl done"] += 1
                 elif ev == "error":
                     c[f"errors ({rec['op']})"] += 1
+                    if not rec.get("clean"):
+                        c["unclean errors"] += 1
         c["invariants checked"] = sum(v for k, v in c.items()
                                       if k.endswith("checks") or k == "writes checked"
                                       or k == "catalog items checked")
-        return dict(sorted(c.items()))
+        out: dict[str, Any] = dict(sorted(c.items()))
+        out["memory"] = self.memory_report()
+        return out
+
+    def memory_report(self) -> dict[str, Any]:
+        """The longest-lived ticker incarnation: RSS (MB) after its first samples and
+        its last, and the ticks between."""
+        by_pid: dict[int, list[tuple[int, int, int]]] = {}
+        for pid, ticks, py, group in self.memory:
+            by_pid.setdefault(pid, []).append((ticks, py, group))
+        if not by_pid:
+            return {}
+        samples = max(by_pid.values(), key=lambda v: v[-1][0])
+        early = next((s for s in samples if s[0] >= min(100, samples[-1][0])), samples[0])
+        last = samples[-1]
+        mb = 1 / 1024
+        return {"ticks": [early[0], last[0]], "python MB": [early[1] * mb, last[1] * mb],
+                "python+jvm MB": [round(early[2] * mb), round(last[2] * mb)]}
 
     def errors(self) -> Counter:
         """Worker errors by kind and first line (clean errors are allowed; the list
@@ -186,5 +248,18 @@ class Soak:
         for path in self.journals.glob("*.jsonl"):
             for rec in records(path):
                 if rec.get("ev") == "error":
-                    out[f"{rec['op']}: {rec['type']}: {rec['msg'].splitlines()[0][:160]}"] += 1
+                    tag = "" if rec.get("clean") else "UNCLEAN "
+                    first = rec["msg"].splitlines()[0][:160] if rec["msg"] else ""
+                    out[f"{tag}{rec['op']}: {rec['type']}: {first}"] += 1
         return out
+
+
+def _rss(pid: int) -> int:
+    """Resident set size in kB (0 when gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
