@@ -33,11 +33,11 @@ class Options:
     workdir: Path
     kill_mean: float = 10.0  # mean seconds between kills
     check_every: float = 30.0
-    retain: str = "20s"
+    retain: str = "90s"
     writers: int = 2
     write_pause: float = 0.3
     tick_pause: float = 1.0
-    compact_pause: float = 8.0
+    compact_pause: float = 20.0
     ddl_pause: float = 6.0
     lock_mean: float = 40.0  # mean seconds between locked-catalog faults
 
@@ -129,7 +129,9 @@ class Soak:
                     self.events.write(ev="exited", name=p.name, rc=p.popen.returncode)
                     self._start(p)
             if now >= next_kill:
-                victim = rng.choice(self.procs)
+                # The ticker restarts slowest (its Spark): killed less often, it ticks.
+                weights = [0.4 if p.role == "ticker" else 1.0 for p in self.procs]
+                victim = rng.choices(self.procs, weights)[0]
                 self._kill(victim)
                 self.counts["kills"] += 1
                 self.events.write(ev="kill", name=victim.name)

@@ -46,8 +46,10 @@ def _error(j: Journal, op: str, exc: BaseException, **kw: Any) -> None:
 
     # A clean error is one of mzflow's own (a SQLSTATE and a message for the user); a
     # raw one from a library is what the soak reports as a finding.
+    frames = traceback.extract_tb(exc.__traceback__)[-6:]
+    where = [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames]
     j.write(ev="error", op=op, type=type(exc).__name__, msg=str(exc)[:500],
-            clean=isinstance(exc, mzflow.Error), tb=traceback.format_exc()[-1500:], **kw)
+            clean=isinstance(exc, mzflow.Error), where=where, **kw)
 
 
 def setup(args: dict[str, Any], conn: Any, j: Journal) -> None:
@@ -116,13 +118,16 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
     r = random.Random(f"{args['seed']}/ticker/{os.getpid()}")
     warehouse = conn.config.warehouse
     while not _stopping(args):
-        try:
-            reports = conn.tick()
-            j.write(ev="tick", n=len(reports),
-                    modes=sorted({rep.strategy for rep in reports}),
-                    errors=[rep.error for rep in reports if rep.error])
-        except Exception as exc:
-            _error(j, "tick", exc)
+        # One index at a time: a failed tick (cleanly: nothing committed) stops no other.
+        for view, _, _ in _maintained(conn):
+            if _stopping(args):
+                break
+            try:
+                for rep in conn.tick(object=view):
+                    j.write(ev="tick", n=1, view=view, mode=rep.strategy, error=rep.error,
+                            secs=round(rep.seconds, 2))
+            except Exception as exc:
+                _error(j, "tick", exc, view=view)
         for _ in range(r.randint(0, 3)):
             views = _maintained(conn)
             if not views:
