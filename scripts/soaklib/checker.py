@@ -188,7 +188,7 @@ class Checker:
         for t, item in tables.items():
             commits = logs[t]
             last = commits[-1]
-            ts = max((c.ts for c in commits if c.ts is not None and c.txns), default=None)
+            ts = max((c.ts for c in commits if c.ts is not None), default=None)
             if ts is None:
                 continue
             try:
