@@ -23,7 +23,7 @@ from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
 from mzflow.runtime import arrangements, projections, sinks
-from mzflow.storage import paths
+from mzflow.storage import locks, paths
 from mzflow.storage.arrangement import ArrangementShard
 from mzflow.storage.delta import IndexShard, Shard, StateShard
 
@@ -77,7 +77,18 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
 
 
 def _compact_index(w: Writer, warehouse: Path, index: Item) -> list[Compacted]:
-    """The index, then the GROUP BY state its ticks keep beside it (if any)."""
+    """The index, then the GROUP BY state its ticks keep beside it (if any); skipped
+    while a tick of it runs (the next compaction gets it): waiting here, under the
+    catalog's write lock, for a tick that may itself wait for that lock would stall
+    both until SQLite's busy timeout."""
+    with locks.exclusive(locks.index_lock(warehouse, index.id), wait=False) as held:
+        if not held:
+            log.info("%s is being ticked: not compacted now", index.qualified_name)
+            return []
+        return _compact_index_locked(w, warehouse, index)
+
+
+def _compact_index_locked(w: Writer, warehouse: Path, index: Item) -> list[Compacted]:
     shard = IndexShard(paths.index(warehouse, index.id))
     if not shard.exists():
         return [Compacted(index.qualified_name, 0, 0, -1, 0, 0, INDEX)]

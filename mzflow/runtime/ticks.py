@@ -32,6 +32,7 @@ from mzflow.reasons import R_HISTORY, R_MEASURING
 from mzflow.runtime import arrangements, quality, reads
 from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
+from mzflow.storage import locks
 
 __all__ = ["TickReport", "index_shard", "indexes_to_tick", "last_switch", "tick_index"]
 
@@ -87,7 +88,17 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                full_refresh: bool = False, record: Record | None = None,
                quarantine: quality.Quarantine | None = None) -> TickReport:
     """``record`` keeps the results of the view's expectations (mz_expectation_results);
-    ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine."""
+    ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine.
+    One tick of an index at a time, across processes (storage/locks.py): two would
+    both start from the same commit and apply the changes between twice."""
+    with locks.exclusive(locks.index_lock(warehouse, index.id)):
+        return _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
+                           record=record, quarantine=quarantine)
+
+
+def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
+                full_refresh: bool, record: Record | None,
+                quarantine: quality.Quarantine | None) -> TickReport:
     started = time.perf_counter()
     if quarantine is not None:  # what an earlier tick, killed, left to do
         for path in quality.staged_ticks(warehouse, index):

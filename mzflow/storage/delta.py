@@ -72,7 +72,7 @@ def _log(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
             text = (folder / f"{version:020d}.json").read_text()
         except FileNotFoundError:  # cleaned up behind a checkpoint: delta-rs has it
             return _history_at(dt, limit)
-        info = next((json.loads(line)["commitInfo"] for line in text.splitlines()
+        info: dict[str, Any] = next((json.loads(line)["commitInfo"] for line in text.splitlines()
                      if '"commitInfo"' in line[:16]), {})
         entries.append({**info, "version": version})
     LOG_ENTRIES_READ[0] += len(entries)
