@@ -19,6 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from soaklib.checker import history  # noqa: E402
 from soaklib.coordinator import Options, Soak  # noqa: E402
 
 
@@ -46,6 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.json:
         a.json.write_text(text)
     if not ok:
+        for relation, at in soak.checker.failed[:3]:
+            lines = history(soak.checker, relation, at)
+            path = workdir / f"history-{relation}-{at}.sql"
+            path.write_text("\n".join(lines) + "\n")
+            print(f"history of {relation} at {at} ({len(lines) - 1} statements): {path}",
+                  file=sys.stderr)
+            print("\n".join(lines[:40]), file=sys.stderr)
         print(f"SOAK FAILED with seed {a.seed}; journals and home kept in {workdir}",
               file=sys.stderr)
         return 1

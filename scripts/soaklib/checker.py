@@ -63,6 +63,9 @@ class Checker:
     counts: Counter = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     _reads_seen: dict[str, int] = field(default_factory=dict)
+    _sinks_seen: dict[str, int] = field(default_factory=dict)
+    failed: list[tuple[str, int]] = field(default_factory=list)  # (relation, time)
+    events: list[tuple[int, str, int, str]] = field(default_factory=list)  # last replay's
 
     def fail(self, what: str) -> None:
         if what not in self.violations:
@@ -99,17 +102,28 @@ class Checker:
 
         conn = mzflow.connect(str(self.home))
         try:
+            # The order matters while workers run. What finished is read first (a
+            # write seen done is in the logs read later); then the probes (a tick, read,
+            # SUBSCRIBE or sink at time T saw only writes committed before, which the
+            # logs read later hold); then the tables' logs; then the journals again for
+            # the SQL of every write started (a commit's start record precedes it).
             snap = conn.store.snapshot()
             warehouse = conn.config.warehouse
             self._catalog(snap)
-            writes = self.writes()
+            finished = {k for k, w in self.writes().items() if w.outcome == "done"}
+            probes = self._index_probes(snap, warehouse)
+            probes += self._read_probes()
+            probes += self._subscribe_probes()
+            probes += self._sink_probes()
             tables = {t: snap.resolve(t) for t in ops.TABLES}
             logs = {t: deltalog.commits(paths.table(warehouse, it.id))
                     for t, it in tables.items()}
+            writes = self.writes()
+            for key, w in writes.items():
+                w.outcome = "done" if key in finished else "uncertain"
             events = self._keys(writes, logs)
-            probes = self._table_probes(tables, logs, warehouse)
-            probes += self._index_probes(snap, warehouse)
-            probes += self._read_probes()
+            self.events = events
+            probes += self._table_probes(tables, logs, warehouse)
             self._replay(events, probes, self.views())
         finally:
             conn.close()
@@ -247,6 +261,80 @@ class Checker:
                     out.append((rec["at"], "read", (rec["view"], None, bag(rec["rows"]))))
         return out
 
+    def _subscribe_probes(self) -> list[tuple[int, str, Any]]:
+        """A SUBSCRIBE's stream, accumulated: ordered by time, within [AS OF, UP TO),
+        never a negative count, and at its AS OF, at each time it names and at UP TO - 1
+        the oracle's contents then (complete: no change left out)."""
+        out = []
+        for path in sorted(self.journals.glob("ticker*.jsonl")):
+            key = f"sub:{path.name}"
+            for i, rec in enumerate(records(path)):
+                if i < self._reads_seen.get(key, 0):
+                    continue
+                self._reads_seen[key] = i + 1
+                if rec["ev"] != "subscribe":
+                    continue
+                rel, as_of, up_to, rows = rec["rel"], rec["as_of"], rec["up_to"], rec["rows"]
+                cols = rec["columns"][2:]
+                self.counts["subscribes checked"] += 1
+                times = [row[0] for row in rows]
+                if times != sorted(times) or any(not as_of <= t < up_to for t in times):
+                    self.fail(f"SUBSCRIBE {rel} AS OF {as_of} UP TO {up_to}: times out of "
+                              f"order or range: {times[:20]}")
+                    continue
+                acc: Counter = Counter()
+                checkpoints = sorted({as_of, up_to - 1, *times})
+                j = 0
+                for at in checkpoints:
+                    while j < len(rows) and rows[j][0] <= at:
+                        acc[tuple(norm(v) for v in rows[j][2:])] += rows[j][1]
+                        j += 1
+                    if any(n < 0 for n in acc.values()):
+                        self.fail(f"SUBSCRIBE {rel} AS OF {as_of}: negative count at {at}")
+                        break
+                    out.append((at, "subscribe", (rel, cols, +acc)))
+        return out
+
+    def _sink_probes(self) -> list[tuple[int, str, Any]]:
+        """Each sink's files: intervals back to back, every change inside its interval,
+        and the changes replayed through an interval equal the oracle at its end - 1."""
+        import datetime as dt
+
+        import pyarrow.parquet as pq
+
+        def ms(label: str) -> int:
+            when = dt.datetime.strptime(label, "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+            return int(when.timestamp() * 1000)
+
+        out = []
+        for name, source in ops.SINKS.items():
+            folder = self.home.parent / "sinks" / name
+            files = []
+            for f in folder.glob(f"{name}-*-*.parquet"):
+                start, end = f.stem[len(name) + 1:].split("-")
+                files.append((ms(start), ms(end), f))
+            files.sort()
+            acc: Counter = Counter()
+            for i, (start, end, f) in enumerate(files):
+                if i and start != files[i - 1][1]:
+                    self.fail(f"sink {name}: interval {f.name} does not follow the one before")
+                data = pq.read_table(f)
+                cols = [c for c in data.column_names if not c.startswith("mz_")]
+                times = data.column("mz_timestamp").to_pylist()
+                if any(not (start <= t < end or i == 0 and t < end) for t in times):
+                    self.fail(f"sink {name}: {f.name} has changes outside its interval")
+                diffs = data.column("mz_diff").to_pylist()
+                rows = zip(*(data.column(c).to_pylist() for c in cols), strict=True)
+                for row, d in zip(rows, diffs, strict=True):
+                    acc[tuple(norm(v) for v in row)] += d
+                if any(n < 0 for n in acc.values()):
+                    self.fail(f"sink {name}: negative count after {f.name}")
+                self.counts["sink intervals checked"] += 1 if i >= self._sinks_seen.get(
+                    name, 0) else 0
+                out.append((end - 1, "sink", (source, cols, +acc)))
+            self._sinks_seen[name] = len(files)
+        return out
+
     def _replay(self, events: list[tuple[int, str, int, str]],
                 probes: list[tuple[int, str, Any]], views: dict[str, str]) -> None:
         import duckdb
@@ -286,3 +374,28 @@ class Checker:
         self.counts[f"{kind} checks"] += 1
         if got != want:
             self.fail(f"{kind} {name} at {ts} differs from the oracle: {diff(got, want)}")
+            self.failed.append((name, ts))
+
+
+def history(checker: Checker, relation: str, at: int) -> list[str]:
+    """A reproducing history for a wrong answer of ``relation`` at ``at``: the catalog,
+    then every committed write up to ``at`` to a table the relation reads, in commit
+    order (COPY as the INSERT of its rows). Not minimised by replaying: it is the
+    prefix that matters, with unrelated tables left out."""
+    views = checker.views()
+    reads: set[str] = set()
+    todo = [relation]
+    while todo:
+        name = todo.pop()
+        if name in ops.TABLES:
+            reads.add(name)
+        elif name in views:
+            todo += [w for w in [*ops.TABLES, *views] if w != name
+                     and f" {w}" in f" {views[name]} ".replace(",", " ")]
+    out = [f"CREATE TABLE {t} ({c});" for t, c in ops.TABLES.items() if t in reads]
+    if relation in views:
+        out.append(f"CREATE MATERIALIZED VIEW {relation} AS {views[relation]};")
+    out += [f"{sql};  -- ts {ts}, {table} v{v}" for ts, table, v, sql in checker.events
+            if ts <= at and table in reads]
+    out.append(f"-- then: tick, and compare SELECT * FROM {relation} with DuckDB's answer")
+    return out

@@ -40,6 +40,7 @@ class Options:
     compact_pause: float = 20.0
     ddl_pause: float = 6.0
     lock_mean: float = 40.0  # mean seconds between locked-catalog faults
+    full_mean: float = 45.0  # mean seconds between disk-full faults
 
 
 @dataclass
@@ -118,6 +119,7 @@ class Soak:
         next_kill = began + rng.expovariate(1 / o.kill_mean)
         next_check = began + o.check_every
         next_lock = began + rng.expovariate(1 / o.lock_mean)
+        next_full = began + rng.expovariate(1 / o.full_mean)
         next_sample = began
         while time.monotonic() - began < o.duration and not self.checker.violations:
             time.sleep(0.2)
@@ -138,6 +140,10 @@ class Soak:
                 time.sleep(rng.uniform(0.2, 2.0))
                 self._start(victim)
                 next_kill = time.monotonic() + rng.expovariate(1 / o.kill_mean)
+            if now >= next_full:
+                self._disk_full(rng.choice([p for p in self.procs if p.role != "ticker"]),
+                                rng.uniform(1.0, 5.0))
+                next_full = time.monotonic() + rng.expovariate(1 / o.full_mean)
             if now >= next_lock:
                 self._lock_catalog(rng.uniform(0.5, 4.0))
                 next_lock = time.monotonic() + rng.expovariate(1 / o.lock_mean)
@@ -164,6 +170,27 @@ class Soak:
             self.events.write(ev="lock", seconds=seconds)
         finally:
             db.close()
+
+    def _disk_full(self, p: Proc, seconds: float) -> None:
+        """The disk-full fault, for one worker: no file it writes may grow past 4 kB
+        (RLIMIT_FSIZE; its writes fail with EFBIG, as on a full disk) for a while. The
+        catalog's WAL and Delta's files alike: a write must fail whole or land once."""
+        import resource
+
+        assert p.popen is not None
+        pid = p.popen.pid
+        try:
+            _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (4096, hard))
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(seconds)
+        try:
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
+        except ProcessLookupError:
+            pass
+        self.counts["disk-full faults"] += 1
+        self.events.write(ev="disk_full", name=p.name, seconds=seconds)
 
     def _sample_memory(self) -> None:
         """RSS of the ticker's Python and of its process group (its JVM), with how

@@ -44,12 +44,19 @@ DYNAMIC_SHAPES = (
 NAMES = ("ann", "bob", "cy", None)
 
 
-def setup_sql(retain: str) -> list[str]:
+# Sinks that live for the whole soak: name -> source. Minutely intervals, Parquet,
+# APPEND envelope (mz_timestamp, mz_diff, row…); the checker replays their files.
+SINKS = {"s_t2": "t2"}
+
+
+def setup_sql(retain: str, sink_dir: str) -> list[str]:
     out = [f"ALTER SYSTEM SET retain_history = '{retain}'"]
     out += [f"CREATE CLUSTER {c} SIZE 'small'" for c in CLUSTERS]
     out += [f"CREATE TABLE {t} ({cols})" for t, cols in TABLES.items()]
     out += [f"CREATE MATERIALIZED VIEW {v} IN CLUSTER {c} AS {q}"
             for v, (c, q) in FIXED_VIEWS.items()]
+    out += [f"CREATE SINK {name} IN CLUSTER c1 FROM {src} INTO PARQUET '{sink_dir}/{name}' "
+            "WITH (SCHEDULE = '* * * * *')" for name, src in SINKS.items()]
     return out
 
 

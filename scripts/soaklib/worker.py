@@ -53,7 +53,7 @@ def _error(j: Journal, op: str, exc: BaseException, **kw: Any) -> None:
 
 
 def setup(args: dict[str, Any], conn: Any, j: Journal) -> None:
-    for sql in ops.setup_sql(args["retain"]):
+    for sql in ops.setup_sql(args["retain"], str(Path(args["home"]).parent / "sinks")):
         conn.execute(sql)
         j.write(ev="done", op="setup", sql=sql)
 
@@ -146,7 +146,24 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                         rows=[[_norm(v) for v in row] for row in res.rows])
             except Exception as exc:
                 _error(j, "read", exc, view=view)
+        if r.random() < 0.5:
+            _subscribe(conn, j, r)
         _pause(r, 0.0, args["tick_pause"])
+
+
+def _subscribe(conn: Any, j: Journal, r: random.Random) -> None:
+    """A bounded SUBSCRIBE from a recent past time to now: the checker replays its
+    snapshot and changes and compares them with the oracle at every time in it."""
+    rel = r.choice(("t1", "t2", "mv_agg"))
+    upto = conn.store.snapshot().read_ts + 1
+    as_of = upto - 1 - r.randint(0, 60_000)
+    try:
+        conn.execute("SET cluster = c1")
+        res = conn.execute(f"SUBSCRIBE {rel} AS OF {as_of} UP TO {upto}")
+        j.write(ev="subscribe", rel=rel, as_of=as_of, up_to=upto, columns=res.columns,
+                rows=[[_norm(v) for v in row] for row in res.rows])
+    except Exception as exc:
+        _error(j, "subscribe", exc, rel=rel)
 
 
 def compactor(args: dict[str, Any], conn: Any, j: Journal) -> None:
@@ -159,6 +176,13 @@ def compactor(args: dict[str, Any], conn: Any, j: Journal) -> None:
                     removed=sum(c.files_removed for c in done))
         except Exception as exc:
             _error(j, "compact", exc)
+        for sink in ops.SINKS:  # sinks hold compaction back: the same worker runs both
+            try:
+                for e in conn.run_sink(sink):
+                    if not e.skipped:
+                        j.write(ev="sink", sink=sink, rows=e.rows, end=str(e.end))
+            except Exception as exc:
+                _error(j, "sink", exc, sink=sink)
 
 
 def ddl(args: dict[str, Any], conn: Any, j: Journal) -> None:
@@ -193,6 +217,11 @@ ROLES = {"setup": setup, "writer": writer, "ticker": ticker, "compactor": compac
 
 
 def main() -> None:
+    import signal
+
+    # The disk-full fault lowers RLIMIT_FSIZE: a write past it then fails with EFBIG (as
+    # ENOSPC would) instead of SIGXFSZ killing the process.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     args = json.loads(Path(sys.argv[1]).read_text())
     j = Journal(Path(args["journal"]))
     import mzflow
