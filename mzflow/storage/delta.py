@@ -11,6 +11,7 @@ Only this module imports deltalake.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,27 @@ TABLE_CONFIG = {
 
 class StorageError(Error):
     code = "58030"  # io_error
+
+
+def _writes(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A failure of delta-rs or of the file system under a write (a full disk, a lost
+    commit race) as a StorageError naming the shard: nothing was committed, and the
+    caller's transaction rolls back. Found by the soak's disk-full fault (issue 19):
+    writers got delta-rs's raw DeltaError."""
+    @functools.wraps(method)
+    def wrapped(self: Shard, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Error:
+            raise
+        except Exception as e:
+            from deltalake.exceptions import DeltaError
+
+            if not isinstance(e, OSError | DeltaError):
+                raise
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise StorageError(f"could not write shard {self.path.name}: {first}") from e
+    return wrapped
 
 
 @dataclass
@@ -131,6 +153,7 @@ class Shard:
                           commit_properties=_props(ts, None))
         return 0
 
+    @_writes
     def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None, *,
                file_size: int = TARGET_FILE_SIZE) -> int:
         from deltalake import write_deltalake
@@ -146,6 +169,7 @@ class Shard:
         self.last_written = (version, data)
         return version
 
+    @_writes
     def _record_txn(self, ts: int, txn: tuple[str, int]) -> int:
         """Commit no rows, only ``txn`` and the time: delta-rs's MERGE of an empty
         source commits nothing, which would leave a keyed UPDATE or DELETE that matched
@@ -156,6 +180,7 @@ class Shard:
         write_deltalake(self._table(), empty, mode="append", commit_properties=_props(ts, txn))
         return self.version()
 
+    @_writes
     def delete_rows(self, rowids: pa.Array, ts: int, txn: tuple[str, int] | None = None) -> int:
         if len(rowids) == 0 and txn is not None:
             return self._record_txn(ts, txn)
@@ -165,6 +190,7 @@ class Shard:
          .when_matched_delete().execute())
         return self.version()
 
+    @_writes
     def update_rows(self, rows: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
         """Replace the rows whose ``_mz_rowid`` appears in ``rows`` by those rows."""
         if rows.num_rows == 0 and txn is not None:
@@ -174,6 +200,7 @@ class Shard:
          .when_matched_update_all().execute())
         return self.version()
 
+    @_writes
     def add_column(self, name: str, arrow_type: pa.DataType, ts: int) -> int:
         from deltalake import Field
 
@@ -325,6 +352,7 @@ class Shard:
         ``>= keep_from`` can read. Readers at those versions are never broken."""
         return self._compact(keep_from, _props(ts, None))
 
+    @_writes
     def _compact(self, keep_from: int, props: Any) -> dict[str, Any]:
         stats = self._table().optimize.compact(commit_properties=props)
         return {"optimize": stats, "removed_files": self._vacuum(keep_from, props)}
@@ -503,6 +531,7 @@ class IndexShard(Shard):
         """The newest ``limit`` tick commits' metadata, newest first."""
         return [e for e in _log(self._table(), limit) if TS_KEY in e]
 
+    @_writes
     def apply(self, changes: pa.Table, ts: int, app_id: str,
               extra: dict[str, str] | None = None) -> int:
         """Merge ``changes`` — rows with their key and their *new* count — at ``ts``.
@@ -516,6 +545,7 @@ class IndexShard(Shard):
          .execute())
         return self.version()
 
+    @_writes
     def mark(self, ts: int, app_id: str, error: str | None, schema: pa.Schema,
              extra: dict[str, str] | None = None) -> int:
         """A commit that changes no rows: the tick found nothing to change, or failed."""
@@ -556,6 +586,7 @@ class StateShard(Shard):
         return dataset.to_table(filter=ds.field(KEY).cast(pa.string()).isin(
             keys.cast(pa.string())))
 
+    @_writes
     def replace_groups(self, rows: pa.Table, ts: int, app_id: str,
                        extra: dict[str, str] | None = None) -> int:
         """The whole state, rebuilt (after recomputed ticks left it behind). ``extra``:
@@ -568,6 +599,7 @@ class StateShard(Shard):
                         commit_properties=_tick_props(ts, None, (app_id, ts), extra))
         return self.version()
 
+    @_writes
     def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool,
                      extra: dict[str, str] | None = None) -> int:
         from deltalake import DeltaTable
