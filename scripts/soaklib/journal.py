@@ -9,6 +9,7 @@ machine crash, and the soak should not depend on which one it gets).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -27,8 +28,19 @@ class Journal:
         record.setdefault("t", time.time())
         record.setdefault("pid", os.getpid())
         line = json.dumps(record, default=str, separators=(",", ":")) + "\n"
-        os.write(self._fd, line.encode())  # one write(2) per record: O_APPEND keeps it whole
-        os.fsync(self._fd)
+        for _ in range(600):
+            try:
+                # One write(2) per record: O_APPEND keeps it whole.
+                os.write(self._fd, line.encode())
+                os.fsync(self._fd)
+                return
+            except OSError as e:
+                # The disk-full fault applies to the worker's own files too; the journal
+                # is the harness's memory, as if on another disk: wait for the space.
+                if e.errno not in (errno.EFBIG, errno.ENOSPC):
+                    raise
+                time.sleep(0.1)
+        raise OSError(errno.ENOSPC, f"journal {self.path}: no space for a minute")
 
     def close(self) -> None:
         os.close(self._fd)
