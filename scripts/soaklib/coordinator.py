@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from soaklib import ops
 from soaklib.checker import Checker
 from soaklib.journal import Journal, records
 
@@ -58,6 +59,7 @@ class Soak:
     counts: Counter = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
     memory: list[tuple[int, int, int, int]] = field(default_factory=list)  # pid, ticks, rss
+    storage: dict[str, tuple[int, int]] = field(default_factory=dict)  # live, on disk
 
     def __post_init__(self) -> None:
         w = self.opts.workdir
@@ -229,6 +231,44 @@ class Soak:
             except subprocess.TimeoutExpired:
                 self._kill(p)
         self._check(final=True)
+        self._storage_bounded()
+
+    def _storage_bounded(self) -> None:
+        """Storage stays bounded after compaction: with history retained for 1 s and
+        every time closed, ``mzflow compact`` leaves each table and index with about the
+        files of its newest version (a sink's hold may keep a few more)."""
+        from deltalake import DeltaTable
+
+        import mzflow
+        from mzflow.catalog.store import now_ms
+
+        conn = mzflow.connect(str(self.home))
+        try:
+            conn.execute("ALTER SYSTEM SET retain_history = '1s'")
+            time.sleep(1.5)
+            conn.store.advance_read_ts(now_ms() - 1)
+            conn.compact()
+            snap = conn.store.snapshot()
+            report = {}
+            for item in snap.items:
+                if item.kind not in ("table", "index"):
+                    continue
+                path = conn.config.warehouse / item.id
+                if not (path / "_delta_log").is_dir():
+                    continue
+                live = len(DeltaTable(str(path)).file_uris())
+                on_disk = sum(1 for f in path.rglob("*.parquet") if "_delta_log" not in f.parts)
+                report[item.name] = (live, on_disk)
+                self.checker.counts["storage checks"] += 1
+                if item.name in ops.SINKS.values():
+                    continue  # its sink's hold keeps the versions of the open interval
+                if on_disk > 2 * live + 10:
+                    self.checker.fail(f"storage of {item.name} not bounded after compaction: "
+                                      f"{on_disk} files on disk, {live} live")
+            self.events.write(ev="storage", files=report)
+            self.storage = report
+        finally:
+            conn.close()
 
     def summary(self) -> dict[str, Any]:
         c = Counter(self.counts)
@@ -253,6 +293,7 @@ class Soak:
                                       or k == "catalog items checked")
         out: dict[str, Any] = dict(sorted(c.items()))
         out["memory"] = self.memory_report()
+        out["files (live, on disk) after the final compaction"] = self.storage
         return out
 
     def memory_report(self) -> dict[str, Any]:
