@@ -143,6 +143,7 @@ class Shard:
 
     # -- write side ------------------------------------------------------------
 
+    @_writes
     def create(self, schema: pa.Schema, ts: int, partition_by: tuple[str, ...] = ()) -> int:
         from deltalake import DeltaTable
 
@@ -484,6 +485,7 @@ class IndexShard(Shard):
     retried for the same time applies once.
     """
 
+    @_writes
     def create_index(self, schema: pa.Schema, ts: int) -> int:
         from deltalake import DeltaTable
 
