@@ -9,7 +9,7 @@ DEMO_HOME ?= .mzflow/demo
 BENCH_SF ?= 1
 BENCH_ARGS ?=
 
-.PHONY: help install demo test lint typecheck pytest fast bench bench-growth slt clean
+.PHONY: help install demo test lint typecheck pytest fast bench bench-growth slt soak clean
 
 help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
@@ -18,6 +18,7 @@ help:
 	@echo "make slt        every record of SQLite's sqllogictest corpus: counts per file (hours)"
 	@echo "make bench      mzflow vs full recompute vs Spark Declarative Pipelines (TPC-H SF $(BENCH_SF))"
 	@echo "make bench-growth  tick cost as tables grow 20x, and over 300 ticks"
+	@echo "make soak       kill -9 and faults at random under mixed load, checked against DuckDB (DURATION=$(DURATION) s, SEED=$(SEED))"
 	@echo "make clean      remove the demo home and caches"
 
 $(STAMP): pyproject.toml
@@ -63,7 +64,7 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow cluster stop ingest
 
 lint: install
-	$(VENV)/bin/ruff check mzflow tests
+	$(VENV)/bin/ruff check mzflow tests scripts
 
 typecheck: install
 	$(VENV)/bin/mypy
@@ -91,6 +92,14 @@ bench: install
 # The same batch at SF 0.1, 0.5 and 2, then 300 small ticks (issue 15; bench/growth.py).
 bench-growth: install
 	$(PY) bench/growth.py $(GROWTH_ARGS)
+
+# The fault-injecting soak (issue 19; scripts/soak.py). `make test` runs a 3-minute one
+# with a fixed seed (tests/test_soak.py); a failure prints the seed and keeps the home.
+DURATION ?= 600
+SEED ?= 1
+SOAK_ARGS ?=
+soak: install
+	MZFLOW_CLUSTER_SPARK=in-process $(PY) scripts/soak.py --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
 
 clean:
 	rm -rf .mzflow .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -117,3 +117,10 @@ class CatalogError(Error):
     """The catalog store itself is unusable (bad URL, newer schema than this code)."""
 
     code = "58000"  # system_error
+
+
+class CatalogBusy(CatalogError):
+    """Another writer held the catalog's write lock for longer than we wait: nothing was
+    done, so the statement is safe to retry (with its idempotency key, if a write)."""
+
+    code = "55P03"  # lock_not_available

@@ -320,3 +320,51 @@ def test_drop_removes_storage_after_the_catalog_commit(conn) -> None:
     assert not paths.index(warehouse, index.id).exists()
     assert not paths.state(warehouse, index.id).exists()
     assert paths.table(warehouse, kept.id).is_dir()
+
+
+def test_a_locked_catalog_is_a_clean_retryable_error(tmp_path: Path, monkeypatch) -> None:
+    """Found by the soak (issue 19): a writer that waited out SQLite's busy timeout got
+    the driver's raw OperationalError; it is CatalogBusy (55P03), and nothing happened."""
+    import sqlite3
+
+    from mzflow.catalog import store
+    from mzflow.errors import CatalogBusy
+
+    monkeypatch.setattr(store, "BUSY_TIMEOUT_S", 0.2)
+    with mzflow.connect(str(tmp_path)) as conn:
+        holder = sqlite3.connect(tmp_path / "catalog.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        with pytest.raises(CatalogBusy, match="locked by another writer") as info:
+            conn.execute("CREATE TABLE busy (a int)")
+        assert info.value.code == "55P03"
+        holder.execute("ROLLBACK")
+        conn.execute("CREATE TABLE busy (a int)")
+        assert conn.execute("SHOW TABLES").rows == [("busy",)]
+
+
+def test_a_catalog_that_cannot_be_written_is_a_clean_error(tmp_path: Path) -> None:
+    """Found by the soak's disk-full fault (issue 19): SQLite's "disk I/O error" reached
+    writers as the driver's raw OperationalError. It is a CatalogError, the transaction
+    rolled back, and the next statement with space again works."""
+    import resource
+    import signal
+
+    from mzflow.errors import CatalogError
+
+    with mzflow.connect(str(tmp_path)) as conn:
+        conn.execute("CREATE TABLE before_full (a int)")
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1, hard))  # a full disk
+        try:
+            with pytest.raises(CatalogError, match="could not be written"):
+                conn.execute("CREATE VIEW during_full AS SELECT 1 AS a")
+            with pytest.raises(mzflow.Error):  # its shard or the catalog: either is ours
+                conn.execute("CREATE TABLE during_full (a int)")
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            signal.signal(signal.SIGXFSZ, previous)
+        conn.execute("CREATE TABLE after_full (a int)")
+        assert sorted(conn.execute("SHOW TABLES").rows) == [("after_full",), ("before_full",)]
+    with mzflow.connect(str(tmp_path)) as again:  # up to date: no write lock to connect
+        assert len(again.execute("SHOW TABLES").rows) == 2

@@ -68,6 +68,21 @@ def test_each_statement_is_one_delta_commit_with_its_timestamp(conn) -> None:
                                               "update_preimage"]
 
 
+def test_keyed_update_or_delete_of_no_rows_is_still_recorded(conn) -> None:
+    """Found by the soak (scripts/soak.py, seed 1): delta-rs's MERGE of an empty source
+    commits nothing, so a keyed DELETE or UPDATE that matched no row left its key
+    unrecorded, and a retry (after a timeout or a kill) applied it to rows written since."""
+    conn.execute("CREATE TABLE nk (a int)")
+    for i, sql in enumerate(["DELETE FROM nk WHERE a = 1", "UPDATE nk SET a = 3 WHERE a = 2"]):
+        key = ("nk-writer", i + 1)
+        assert conn.execute(sql, idempotency_key=key).status.endswith(" 0")
+        assert shard(conn, "nk").transaction_version("nk-writer") == i + 1
+        conn.execute(f"INSERT INTO nk VALUES ({i + 1})")
+        retry = conn.execute(sql, idempotency_key=key)
+        assert retry.notices and "already applied" in retry.notices[0]
+    assert sorted(rows(conn, "SELECT a FROM nk")) == [(1,), (2,)]
+
+
 def test_changed_rows_from_the_log_match_the_change_feed(conn) -> None:
     """The ticks' cost switch sizes a batch from the commits' metrics, without reading
     the change feed: it must count what the feed holds, per statement kind."""

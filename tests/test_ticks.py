@@ -184,6 +184,59 @@ def test_error_collection_raises_on_read_and_clears(conn) -> None:
     assert sorted(conn.execute("SELECT * FROM ec_mv").rows) == [(25,), (100,)]
 
 
+def test_a_failure_that_is_not_about_the_data_commits_nothing(conn, monkeypatch) -> None:
+    """Found by the soak (issue 19, seed 2): a tick whose input file was vacuumed under
+    it recorded Spark's PATH_NOT_FOUND as the view's evaluation error, so reads of the
+    view failed until the next write. Only data exceptions (SQLSTATE 22…) are recorded;
+    anything else fails the tick, leaves the index as it was, and the next tick runs."""
+    from mzflow.errors import Error
+    from mzflow.runtime import ticks
+
+    conn.execute("CREATE TABLE io (a int); INSERT INTO io VALUES (1), (2);"
+                 "CREATE MATERIALIZED VIEW io_mv AS SELECT sum(a) AS s FROM io")
+    conn.tick(object="io_mv")
+    conn.execute("INSERT INTO io VALUES (3)")
+    real = ticks._Tick.run
+
+    def lost(self, *a, **k):
+        raise Error("query failed in Spark: [PATH_NOT_FOUND] Path does not exist: "
+                    "file:/gone.parquet")
+
+    monkeypatch.setattr(ticks._Tick, "run", lost)
+    with pytest.raises(Error, match="PATH_NOT_FOUND"):
+        conn.tick(object="io_mv")
+    (index,) = [i for i in conn.store.snapshot().items if i.name == "io_mv_primary_idx"]
+    assert ticks.index_shard(conn.config.warehouse, index).state()[1] is None
+    monkeypatch.setattr(ticks._Tick, "run", real)
+    (report,) = conn.tick(object="io_mv")
+    assert report.error is None
+    assert conn.execute("SELECT * FROM io_mv").rows == [(6,)]
+
+
+def test_compaction_leaves_an_index_being_ticked_alone(conn) -> None:
+    """Found by the soak (issue 19, seed 11): compacting an index while a tick of it
+    committed failed with delta-rs's raw CommitFailedError (or, had the tick only added
+    files, would have restamped the index with the older tick's time). Ticks and the
+    index's compaction take the index's lock; compaction skips an index being ticked."""
+    from mzflow.storage import locks
+
+    conn.execute("CREATE TABLE lk (a int); INSERT INTO lk VALUES (1);"
+                 "CREATE MATERIALIZED VIEW lk_mv AS SELECT a, count(*) AS n FROM lk GROUP BY a")
+    conn.tick(object="lk_mv")
+    (index,) = [i for i in conn.store.snapshot().items if i.name == "lk_mv_primary_idx"]
+    lock = locks.index_lock(conn.config.warehouse, index.id)
+    with locks.exclusive(lock) as held:  # a tick of it in another process
+        assert held
+        with locks.exclusive(lock, wait=False) as again:
+            assert not again
+        names = {c.table for c in conn.compact()}
+        assert index.qualified_name not in names
+    names = {c.table for c in conn.compact()}
+    assert index.qualified_name in names
+    conn.execute("INSERT INTO lk VALUES (1)")
+    assert conn.execute("SELECT * FROM lk_mv").rows == [(1, 2)]
+
+
 def test_nondeterministic_definitions_are_refused(conn) -> None:
     for sql in ("SELECT now() AS t", "SELECT random() AS r"):
         with pytest.raises(mzflow.Error, match="are not allowed in materialized views"):

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from mzflow.errors import CatalogError
+from mzflow.errors import CatalogBusy, CatalogError
 
 metadata = sa.MetaData()
 
@@ -243,13 +243,39 @@ def begin_write(engine: Engine) -> Iterator[Connection]:
     """A transaction that holds the catalog's write lock from its first statement."""
     with engine.connect() as conn:
         conn = conn.execution_options(mzflow_write=True)
-        with conn.begin():
-            if conn.dialect.name == "postgresql":
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(727274)"))
-            yield conn
+        try:
+            tx = conn.begin()
+        except sa.exc.OperationalError as exc:
+            # SQLite's BEGIN IMMEDIATE gave up after its busy timeout: say so in our
+            # terms (a raw driver error read as a crash in the soak; issue 19).
+            if "locked" not in str(exc).lower():
+                raise
+            raise CatalogBusy("the catalog is locked by another writer",
+                              hint="retry; a long write or compaction holds the lock") from None
+        try:
+            with tx:
+                if conn.dialect.name == "postgresql":
+                    conn.execute(sa.text("SELECT pg_advisory_xact_lock(727274)"))
+                yield conn
+        except sa.exc.OperationalError as exc:
+            # The database could not be written (a full disk: SQLite's "disk I/O error"):
+            # the transaction rolled back; say so as ours (found by the soak's disk-full
+            # fault, issue 19).
+            first = str(exc.orig).splitlines()[0] if exc.orig is not None else str(exc)
+            raise CatalogError(f"the catalog could not be written: {first}",
+                               hint="its transaction rolled back; retry (a write with its "
+                                    "idempotency key) once there is space") from exc
 
 
 def upgrade(engine: Engine) -> None:
+    # An up-to-date catalog (every connect after the first) needs no write lock: a
+    # connect then never waits behind a long write, nor fails with CatalogBusy (the
+    # soak's locked-catalog fault found workers unable to start; issue 19).
+    with engine.connect() as conn:
+        if sa.inspect(conn).has_table(schema_migrations.name):
+            applied = set(conn.execute(sa.select(schema_migrations.c.version)).scalars())
+            if all(v in applied for v, _, _ in MIGRATIONS) and max(applied) <= LATEST:
+                return
     for version, name, apply in MIGRATIONS:
         with begin_write(engine) as conn:
             schema_migrations.create(conn, checkfirst=True)

@@ -285,9 +285,13 @@ class Writer:
             self.conn.execute(t.insert().values(name=name, value=value))
 
 
+# How long a SQLite writer waits for another's write lock before CatalogBusy.
+BUSY_TIMEOUT_S = 30.0
+
+
 def _make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        engine = sa.create_engine(url, connect_args={"timeout": 30})
+        engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
 
         # pysqlite's own transaction handling defers BEGIN; take the write lock up front
         # so that check-then-write DDL cannot interleave with another process.

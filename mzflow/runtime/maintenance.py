@@ -25,7 +25,7 @@ from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
 from mzflow.runtime import arrangements, holds, projections, sinks
-from mzflow.storage import paths
+from mzflow.storage import locks, paths
 from mzflow.storage.arrangement import ArrangementShard
 from mzflow.storage.delta import IndexShard, Shard, StateShard
 
@@ -89,7 +89,19 @@ def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Comp
 
 def _compact_index(w: Writer, warehouse: Path, index: Item, held: int | None
                    ) -> list[Compacted]:
-    """The index, then the GROUP BY state its ticks keep beside it (if any)."""
+    """The index, then the GROUP BY state its ticks keep beside it (if any); skipped
+    while a tick of it runs (the next compaction gets it): waiting here, under the
+    catalog's write lock, for a tick that may itself wait for that lock would stall
+    both until SQLite's busy timeout. ``held``: the oldest time a read holds it at."""
+    with locks.exclusive(locks.index_lock(warehouse, index.id), wait=False) as free:
+        if not free:
+            log.info("%s is being ticked: not compacted now", index.qualified_name)
+            return []
+        return _compact_index_locked(w, warehouse, index, held)
+
+
+def _compact_index_locked(w: Writer, warehouse: Path, index: Item, held: int | None
+                          ) -> list[Compacted]:
     shard = IndexShard(paths.index(warehouse, index.id))
     if not shard.exists():
         return [Compacted(index.qualified_name, 0, 0, -1, 0, 0, INDEX)]

@@ -225,6 +225,7 @@ class TableWrites:
             ids = self.read(w.snapshot, query, w.snapshot.read_ts).column(0)
             return len(ids), lambda ts: shard.delete_rows(ids.combine_chunks(), ts, key)
 
+        _warm_spark()
         return self._commit(stmt.this, key, "DELETE", produce)
 
     def update(self, stmt: exp.Update, key: IdempotencyKey | None = None) -> WriteResult:
@@ -252,6 +253,7 @@ class TableWrites:
             new = check(w, item, new)
             return new.num_rows, lambda ts: shard.update_rows(new, ts, key)
 
+        _warm_spark()
         return self._commit(stmt.this, key, "UPDATE", produce)
 
     def copy(self, stmt: exp.Copy, key: IdempotencyKey | None = None) -> WriteResult:
@@ -272,6 +274,15 @@ class TableWrites:
             return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
 
         return self._commit(stmt.this, key, "COPY", produce)
+
+
+def _warm_spark() -> None:
+    """Start Spark before taking the catalog's write lock, not under it: UPDATE and
+    DELETE read the table on Spark, and a JVM start (tens of seconds on a busy machine)
+    held every other writer past its busy timeout (found by the soak, issue 19)."""
+    from mzflow.render import spark
+
+    spark.session()
 
 
 def _table(snap: Snapshot, name: exp.Table) -> Item:

@@ -23,7 +23,7 @@ import pyarrow as pa
 from mzflow import config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, Item, Snapshot
-from mzflow.errors import Error, SparkFailure, UnknownObject
+from mzflow.errors import Error, UnknownObject
 from mzflow.incremental.decide import DELTA, DETAIL_KEY, FULL, Decision, Facts, decide
 from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.incremental.rules.base import RECOMPUTE, Strategy
@@ -32,6 +32,7 @@ from mzflow.reasons import R_HISTORY, R_MEASURING
 from mzflow.runtime import arrangements, quality, reads
 from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
+from mzflow.storage import locks
 
 __all__ = ["TickReport", "index_shard", "indexes_to_tick", "last_switch", "tick_index"]
 
@@ -87,7 +88,17 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                full_refresh: bool = False, record: Record | None = None,
                quarantine: quality.Quarantine | None = None) -> TickReport:
     """``record`` keeps the results of the view's expectations (mz_expectation_results);
-    ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine."""
+    ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine.
+    One tick of an index at a time, across processes (storage/locks.py): two would
+    both start from the same commit and apply the changes between twice."""
+    with locks.exclusive(locks.index_lock(warehouse, index.id)):
+        return _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
+                           record=record, quarantine=quarantine)
+
+
+def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
+                full_refresh: bool, record: Record | None,
+                quarantine: quality.Quarantine | None) -> TickReport:
     started = time.perf_counter()
     if quarantine is not None:  # what an earlier tick, killed, left to do
         for path in quality.staged_ticks(warehouse, index):
@@ -128,9 +139,16 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
             if record is not None:
                 record(*failed.checked.records(at))
             raise
-        except (reads.InvalidTimestamp, SparkFailure):
-            raise  # not the data's fault: the index stays where it was
-        except Error as e:  # an evaluation error lands in the object's error collection
+        except reads.InvalidTimestamp:
+            raise
+        except Error as e:
+            # A data exception (SQLSTATE class 22: division by zero, a bad cast) is the
+            # definition's answer at this time and lands in the error collection. Any
+            # other failure says nothing about the data (an input file vacuumed under a
+            # long tick, a lost Spark): recording it would make readers fail until the
+            # next write, so the tick fails with nothing committed and runs again.
+            if not e.code.startswith("22"):
+                raise
             changes, new_error = None, str(e).splitlines()[0]
         spark_jobs = jobs()
     described = tick.describe()

@@ -11,6 +11,7 @@ Only this module imports deltalake.
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,27 @@ class StorageError(Error):
     code = "58030"  # io_error
 
 
+def _writes(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A failure of delta-rs or of the file system under a write (a full disk, a lost
+    commit race) as a StorageError naming the shard: nothing was committed, and the
+    caller's transaction rolls back. Found by the soak's disk-full fault (issue 19):
+    writers got delta-rs's raw DeltaError."""
+    @functools.wraps(method)
+    def wrapped(self: Shard, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except Error:
+            raise
+        except Exception as e:
+            from deltalake.exceptions import DeltaError
+
+            if not isinstance(e, OSError | DeltaError):
+                raise
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise StorageError(f"could not write shard {self.path.name}: {first}") from e
+    return wrapped
+
+
 @dataclass
 class _History:
     versions: list[int] = field(default_factory=list)
@@ -54,10 +76,43 @@ LOG_ENTRIES_READ = [0]
 
 
 def _log(dt: Any, limit: int | None = None) -> list[dict[str, Any]]:
-    """The newest ``limit`` commits' metadata (all when None), newest first."""
+    """The newest ``limit`` commits' metadata (all when None), newest first, counted
+    from ``dt``'s version.
+
+    Read from the log's own entries, not ``dt.history``: delta-rs reads the newest
+    entries on disk and numbers them down from ``dt``'s version, so a commit another
+    process made since ``dt`` was loaded shifted every label by one. A ``Shard``'s
+    history cache then missed a version for good, and a tick or read at that version's
+    time read the one before (found by the soak, issue 19)."""
+    import json
+
+    latest = int(dt.version())
+    oldest = 0 if limit is None else max(0, latest - limit + 1)
+    folder = _local_path(dt.table_uri) / "_delta_log"
+    entries = []
+    for version in range(latest, oldest - 1, -1):
+        try:
+            text = (folder / f"{version:020d}.json").read_text()
+        except FileNotFoundError:  # cleaned up behind a checkpoint: delta-rs has it
+            return _history_at(dt, limit)
+        info: dict[str, Any] = next((json.loads(line)["commitInfo"] for line in text.splitlines()
+                     if '"commitInfo"' in line[:16]), {})
+        entries.append({**info, "version": version})
+    LOG_ENTRIES_READ[0] += len(entries)
+    return entries
+
+
+def _history_at(dt: Any, limit: int | None) -> list[dict[str, Any]]:
     entries = dt.history(limit=limit) if limit is not None else dt.history()
     LOG_ENTRIES_READ[0] += len(entries)
     return entries
+
+
+def _local_path(uri: str) -> Path:
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    return Path(unquote(parsed.path)) if parsed.scheme == "file" else Path(uri)
 
 
 _SHARED: dict[str, Shard] = {}
@@ -90,6 +145,7 @@ class Shard:
 
     # -- write side ------------------------------------------------------------
 
+    @_writes
     def create(self, schema: pa.Schema, ts: int, partition_by: tuple[str, ...] = ()) -> int:
         """``partition_by``: the table's PARTITION BY columns. The Delta table is
         partitioned by a hidden key of each (storage/partitions.py), which the writes
@@ -115,6 +171,7 @@ class Shard:
                                       for k in keys if partitions.is_key(k))
         return self._partitioned
 
+    @_writes
     def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None, *,
                file_size: int = TARGET_FILE_SIZE) -> int:
         from deltalake import write_deltalake
@@ -131,22 +188,40 @@ class Shard:
         self.last_written = (version, data)
         return version
 
+    @_writes
+    def _record_txn(self, ts: int, txn: tuple[str, int]) -> int:
+        """Commit no rows, only ``txn`` and the time: delta-rs's MERGE of an empty
+        source commits nothing, which would leave a keyed UPDATE or DELETE that matched
+        no row unrecorded, and its retry would then apply to rows written since."""
+        from deltalake import write_deltalake
+
+        empty = self.arrow_schema().empty_table()
+        write_deltalake(self._table(), empty, mode="append", commit_properties=_props(ts, txn))
+        return self.version()
+
+    @_writes
     def delete_rows(self, rowids: pa.Array, ts: int, txn: tuple[str, int] | None = None) -> int:
+        if len(rowids) == 0 and txn is not None:
+            return self._record_txn(ts, txn)
         source = pa.table({ROWID: rowids})
         (self._table().merge(source, f"t.{ROWID} = s.{ROWID}", source_alias="s",
                              target_alias="t", commit_properties=_props(ts, txn))
          .when_matched_delete().execute())
         return self.version()
 
+    @_writes
     def update_rows(self, rows: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
         """Replace the rows whose ``_mz_rowid`` appears in ``rows`` by those rows (a
         row whose partition column changed moves to its new partition)."""
+        if rows.num_rows == 0 and txn is not None:
+            return self._record_txn(ts, txn)
         rows = partitions.with_keys(rows, self.partitioned_by())
         (self._table().merge(rows, f"t.{ROWID} = s.{ROWID}", source_alias="s", target_alias="t",
                              commit_properties=_props(ts, txn))
          .when_matched_update_all().execute())
         return self.version()
 
+    @_writes
     def add_column(self, name: str, arrow_type: pa.DataType, ts: int) -> int:
         from deltalake import Field
 
@@ -301,6 +376,7 @@ class Shard:
         ``>= keep_from`` can read. Readers at those versions are never broken."""
         return self._compact(keep_from, _props(ts, None))
 
+    @_writes
     def _compact(self, keep_from: int, props: Any) -> dict[str, Any]:
         stats = self._table().optimize.compact(commit_properties=props)
         return {"optimize": stats, "removed_files": self._vacuum(keep_from, props)}
@@ -432,6 +508,7 @@ class IndexShard(Shard):
     retried for the same time applies once.
     """
 
+    @_writes
     def create_index(self, schema: pa.Schema, ts: int) -> int:
         from deltalake import DeltaTable
 
@@ -479,6 +556,7 @@ class IndexShard(Shard):
         """The newest ``limit`` tick commits' metadata, newest first."""
         return [e for e in _log(self._table(), limit) if TS_KEY in e]
 
+    @_writes
     def apply(self, changes: pa.Table, ts: int, app_id: str,
               extra: dict[str, str] | None = None) -> int:
         """Merge ``changes`` — rows with their key and their *new* count — at ``ts``.
@@ -492,6 +570,7 @@ class IndexShard(Shard):
          .execute())
         return self.version()
 
+    @_writes
     def mark(self, ts: int, app_id: str, error: str | None, schema: pa.Schema,
              extra: dict[str, str] | None = None) -> int:
         """A commit that changes no rows: the tick found nothing to change, or failed."""
@@ -532,6 +611,7 @@ class StateShard(Shard):
         return dataset.to_table(filter=ds.field(KEY).cast(pa.string()).isin(
             keys.cast(pa.string())))
 
+    @_writes
     def replace_groups(self, rows: pa.Table, ts: int, app_id: str,
                        extra: dict[str, str] | None = None) -> int:
         """The whole state, rebuilt (after recomputed ticks left it behind). ``extra``:
@@ -544,6 +624,7 @@ class StateShard(Shard):
                         commit_properties=_tick_props(ts, None, (app_id, ts), extra))
         return self.version()
 
+    @_writes
     def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool,
                      extra: dict[str, str] | None = None) -> int:
         from deltalake import DeltaTable

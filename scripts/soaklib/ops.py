@@ -1,0 +1,160 @@
+"""What the soak runs: the starting catalog and each worker's seeded operations.
+
+Every operation is a pure function of ``(seed, worker, n)``, so a worker restarted after
+a kill regenerates exactly the operation it was killed in and retries it with the same
+idempotency key ``(worker, n)``. Each write also carries the SQL the DuckDB oracle
+replays for it (COPY's file becomes an INSERT of the same rows).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CLUSTERS = ("c1", "c2")
+TABLES = {
+    "t1": "id int, k int, v int, s text",
+    "t2": "k int, name text, w int",
+    "t3": "id int, a int",  # the DDL worker adds columns to it
+}
+# Maintained views that live for the whole soak: name -> (cluster, SELECT). The shapes
+# are the ones tests/test_reads_oracle.py and tests/test_fuzz.py show working.
+FIXED_VIEWS = {
+    "mv_agg": ("c1", "SELECT k, count(*) AS n, sum(v) AS sv, min(v) AS mn, max(v) AS mx "
+                     "FROM t1 GROUP BY k"),
+    "mv_join": ("c2", "SELECT t1.id, t1.v, t2.name FROM t1 JOIN t2 ON t1.k = t2.k "
+                      "WHERE t1.v IS NOT NULL"),
+    "mv_distinct": ("c1", "SELECT DISTINCT k, s FROM t1"),
+    "mv_union": ("c2", "SELECT k, v FROM t1 WHERE v > 50 UNION ALL SELECT k, w FROM t2"),
+    "mv_joinagg": ("c1", "SELECT t2.name, count(*) AS n, sum(t1.v) AS sv FROM t1 "
+                         "JOIN t2 ON t1.k = t2.k GROUP BY t2.name"),
+    "mv_t3": ("c2", "SELECT a, count(*) AS n FROM t3 GROUP BY a"),
+}
+# Views the DDL worker creates and drops: (SELECT, reads a fixed view?)
+DYNAMIC_SHAPES = (
+    "SELECT k, count(*) AS n FROM t1 WHERE v IS NULL GROUP BY k",
+    "SELECT s, sum(v) AS sv FROM t1 GROUP BY s",
+    "SELECT t2.k, t2.name, t1.s FROM t2 JOIN t1 ON t2.k = t1.k WHERE t1.id % 3 = 0",
+    "SELECT DISTINCT name FROM t2",
+    "SELECT k, n FROM mv_agg WHERE n > 2",
+    "SELECT a, count(*) AS n FROM t3 WHERE a IS NOT NULL GROUP BY a",
+)
+NAMES = ("ann", "bob", "cy", None)
+
+
+# Sinks that live for the whole soak: name -> source. Minutely intervals, Parquet,
+# APPEND envelope (mz_timestamp, mz_diff, row…); the checker replays their files.
+SINKS = {"s_t2": "t2"}
+
+
+def setup_sql(retain: str, sink_dir: str) -> list[str]:
+    out = [f"ALTER SYSTEM SET retain_history = '{retain}'"]
+    out += [f"CREATE CLUSTER {c} SIZE 'small'" for c in CLUSTERS]
+    out += [f"CREATE TABLE {t} ({cols})" for t, cols in TABLES.items()]
+    out += [f"CREATE MATERIALIZED VIEW {v} IN CLUSTER {c} AS {q}"
+            for v, (c, q) in FIXED_VIEWS.items()]
+    out += [f"CREATE SINK {name} IN CLUSTER c1 FROM {src} INTO PARQUET '{sink_dir}/{name}' "
+            "WITH (SCHEDULE = '* * * * *')" for name, src in SINKS.items()]
+    return out
+
+
+@dataclass
+class Op:
+    kind: str  # insert, update, delete, copy, ddl
+    sql: str
+    table: str | None = None
+    oracle: str | None = None  # what DuckDB replays (None: the same SQL)
+    copy_rows: list[tuple[Any, ...]] = field(default_factory=list)  # COPY's file content
+    view: str | None = None  # DDL: the view it creates or drops
+    select: str | None = None  # DDL: the created view's SELECT
+
+
+def rng_for(seed: int, worker: str, n: int) -> random.Random:
+    return random.Random(f"{seed}/{worker}/{n}")
+
+
+def _lit(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return str(v)
+
+
+def _values(rows: list[tuple[Any, ...]]) -> str:
+    return ", ".join("(" + ", ".join(_lit(v) for v in r) + ")" for r in rows)
+
+
+def _t1_rows(r: random.Random, base: int) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    for j in range(r.randint(1, 5)):
+        v = None if r.random() < 0.15 else r.randint(0, 100)
+        s = r.choice(("x", "y", "z", None))
+        rows.append((base + j, r.randint(0, 9), v, s))
+    if r.random() < 0.3:  # an exact duplicate: a multiset keeps both
+        rows.append(rows[0])
+    return rows
+
+
+def write_op(seed: int, worker: str, widx: int, n: int, spark: bool, copy_dir: Path) -> Op:
+    """Writer ``worker``'s ``n``-th write. Row ids are unique per (worker, n, j), so the
+    checker can tell a write applied twice from one applied once."""
+    r = rng_for(seed, worker, n)
+    base = widx * 10_000_000 + n * 10
+    kinds = ["insert1", "insert2", "insert3", "copy"] + (["update", "delete"] * 2 if spark else [])
+    kind = r.choice(kinds)
+    if kind == "insert1":
+        rows = _t1_rows(r, base)
+        return Op("insert", f"INSERT INTO t1 VALUES {_values(rows)}", "t1")
+    if kind == "insert2":
+        rows2 = [(r.randint(0, 9), r.choice(NAMES), None if r.random() < 0.1 else r.randint(0, 99))
+                 for _ in range(r.randint(1, 3))]
+        return Op("insert", f"INSERT INTO t2 VALUES {_values(rows2)}", "t2")
+    if kind == "insert3":
+        rows3 = [(base + j, None if r.random() < 0.2 else r.randint(0, 4)) for j in range(2)]
+        return Op("insert", f"INSERT INTO t3 (id, a) VALUES {_values(rows3)}", "t3")
+    if kind == "copy":
+        rows = _t1_rows(r, base)
+        path = copy_dir / f"{worker}-{n}.parquet"
+        return Op("copy", f"COPY t1 FROM '{path}' WITH (FORMAT parquet)", "t1",
+                  oracle=f"INSERT INTO t1 VALUES {_values(rows)}", copy_rows=rows)
+    if kind == "update":
+        if r.random() < 0.5:
+            sql = f"UPDATE t1 SET v = v + 1 WHERE k = {r.randint(0, 9)}"
+        else:
+            sql = f"UPDATE t2 SET w = w + 10, name = 'upd' WHERE k = {r.randint(0, 9)} AND w < 50"
+        return Op("update", sql, sql.split()[1])
+    if r.random() < 0.6:
+        sql = f"DELETE FROM t1 WHERE k = {r.randint(0, 9)} AND v < {r.randint(0, 30)}"
+    else:
+        sql = f"DELETE FROM t2 WHERE k = {r.randint(0, 9)} AND w > {r.randint(60, 99)}"
+    return Op("delete", sql, sql.split()[2])
+
+
+def ddl_op(seed: int, n: int, live: list[str]) -> Op:
+    """The DDL worker's ``n``-th statement. ``live`` (the dynamic views it believes
+    exist) only chooses what to drop; dropping a view already gone is a clean error."""
+    r = rng_for(seed, "ddl", n)
+    choice = r.random()
+    if choice < 0.4 or not live:
+        name = f"dv{n}"
+        select = r.choice(DYNAMIC_SHAPES)
+        plain = sorted(v for v in live if v.startswith("pv"))
+        if plain and r.random() < 0.3:  # a maintained view over a plain one: CASCADE's prey
+            select = f"SELECT * FROM {r.choice(plain)}"
+        cluster = r.choice(CLUSTERS)
+        return Op("ddl", f"CREATE MATERIALIZED VIEW {name} IN CLUSTER {cluster} AS {select}",
+                  view=name, select=select)
+    if choice < 0.5:
+        name = f"pv{n}"  # a plain view, indexed later or dropped with CASCADE
+        select = r.choice(DYNAMIC_SHAPES[:4])
+        return Op("ddl", f"CREATE VIEW {name} AS {select}", view=name, select=select)
+    if choice < 0.6:
+        return Op("ddl", f"CREATE INDEX ix{n} IN CLUSTER {r.choice(CLUSTERS)} ON t1 (k)")
+    if choice < 0.7:
+        return Op("ddl", f"ALTER TABLE t3 ADD COLUMN x{n} int")
+    victim = r.choice(sorted(live))
+    word = "VIEW" if victim.startswith("pv") else "MATERIALIZED VIEW"
+    return Op("ddl", f"DROP {word} IF EXISTS {victim} CASCADE", view=victim)

@@ -1,0 +1,236 @@
+"""One soak worker process: ``python worker.py <args.json>``.
+
+Roles: ``setup`` (the starting catalog, then exit), ``writer`` (seeded INSERT, UPDATE,
+DELETE and COPY, each with the idempotency key ``(name, n)``), ``ticker`` (ticks, and
+AS OF reads of maintained views at their upper), ``compactor`` (``mzflow compact``) and
+``ddl``. Each runs until its stop file appears; the coordinator kill -9s it at random.
+On restart a writer resumes from its journal: an operation started but not finished is
+retried with the same key, so it lands exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from soaklib import ops  # noqa: E402
+from soaklib.journal import Journal, records  # noqa: E402
+
+
+def _norm(v: Any) -> Any:
+    from decimal import Decimal
+
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    return v
+
+
+def _stopping(args: dict[str, Any]) -> bool:
+    return os.path.exists(args["stop"])
+
+
+def _pause(r: random.Random, low: float, high: float) -> None:
+    time.sleep(r.uniform(low, high))
+
+
+def _error(j: Journal, op: str, exc: BaseException, **kw: Any) -> None:
+    import mzflow
+
+    # A clean error is one of mzflow's own (a SQLSTATE and a message for the user); a
+    # raw one from a library is what the soak reports as a finding.
+    frames = traceback.extract_tb(exc.__traceback__)[-6:]
+    where = [f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames]
+    j.write(ev="error", op=op, type=type(exc).__name__, msg=str(exc)[:500],
+            clean=isinstance(exc, mzflow.Error), where=where, **kw)
+
+
+def setup(args: dict[str, Any], conn: Any, j: Journal) -> None:
+    for sql in ops.setup_sql(args["retain"], str(Path(args["home"]).parent / "sinks")):
+        conn.execute(sql)
+        j.write(ev="done", op="setup", sql=sql)
+
+
+def writer(args: dict[str, Any], conn: Any, j: Journal) -> None:
+    name, widx, spark = args["name"], args["index"], args["spark"]
+    copy_dir = Path(args["home"]).parent / "copy"
+    copy_dir.mkdir(exist_ok=True)
+    started = [rec for rec in records(j.path) if rec.get("ev") == "start"]
+    n = started[-1]["n"] if started else 0  # resume at the last started (maybe unfinished)
+    finished = {rec["n"] for rec in records(j.path) if rec.get("ev") in ("done", "gave_up")}
+    if n in finished or n == 0:
+        n += 1
+    pace = random.Random(f"{args['seed']}/{name}/pace/{os.getpid()}")
+    while not _stopping(args):
+        op = ops.write_op(args["seed"], name, widx, n, spark, copy_dir)
+        if op.copy_rows:
+            _write_parquet(copy_dir / f"{name}-{n}.parquet", op.copy_rows)
+        j.write(ev="start", n=n, kind=op.kind, table=op.table, sql=op.sql,
+                oracle=op.oracle or op.sql)
+        for attempt in range(5):
+            try:
+                r = conn.execute(op.sql, idempotency_key=(name, n))
+                j.write(ev="done", n=n, status=r.status, notices=r.notices, attempt=attempt)
+                break
+            except Exception as exc:  # an error is uncertain: retried with the same key
+                _error(j, "write", exc, n=n, attempt=attempt)
+                time.sleep(0.5 * (attempt + 1))
+        else:
+            j.write(ev="gave_up", n=n)
+        n += 1
+        _pause(pace, 0.0, args["write_pause"])
+
+
+def _write_parquet(path: Path, rows: list[tuple[Any, ...]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    cols = list(zip(*rows, strict=True))
+    table = pa.table({"id": pa.array(cols[0], pa.int32()), "k": pa.array(cols[1], pa.int32()),
+                      "v": pa.array(cols[2], pa.int32()), "s": pa.array(cols[3], pa.string())})
+    tmp = path.with_suffix(".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)  # a kill never leaves a half file for the retry to load
+
+
+def _maintained(conn: Any) -> list[tuple[str, str, str]]:
+    """(view, its default index id, cluster name) of every materialized view."""
+    snap = conn.store.snapshot()
+    out = []
+    for item in snap.items:
+        if item.kind == "index" and item.is_default_index and item.cluster_id is not None:
+            on = snap.item(item.on_id)
+            out.append((on.name, item.id, snap.cluster(item.cluster_id).name))
+    return sorted(out)
+
+
+def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
+    from mzflow.storage import paths
+    from mzflow.storage.delta import IndexShard
+
+    r = random.Random(f"{args['seed']}/ticker/{os.getpid()}")
+    warehouse = conn.config.warehouse
+    while not _stopping(args):
+        # One index at a time: a failed tick (cleanly: nothing committed) stops no other.
+        for view, _, _ in _maintained(conn):
+            if _stopping(args):
+                break
+            try:
+                for rep in conn.tick(object=view):
+                    j.write(ev="tick", n=1, view=view, mode=rep.strategy, error=rep.error,
+                            secs=round(rep.seconds, 2))
+            except Exception as exc:
+                _error(j, "tick", exc, view=view)
+        for _ in range(r.randint(0, 3)):
+            views = _maintained(conn)
+            if not views:
+                break
+            view, index_id, cluster = r.choice(views)
+            try:
+                shard = IndexShard(paths.index(warehouse, index_id))
+                if not shard.exists():  # dropped since _maintained looked
+                    continue
+                at, err = shard.state()
+                if at < 0 or err:
+                    continue
+                conn.execute(f"SET cluster = {cluster}")
+                res = conn.execute(f"SELECT * FROM {view} AS OF {at}")
+                j.write(ev="read", view=view, at=at,
+                        rows=[[_norm(v) for v in row] for row in res.rows])
+            except Exception as exc:
+                _error(j, "read", exc, view=view)
+        if r.random() < 0.5:
+            _subscribe(conn, j, r)
+        _pause(r, 0.0, args["tick_pause"])
+
+
+def _subscribe(conn: Any, j: Journal, r: random.Random) -> None:
+    """A bounded SUBSCRIBE from a recent past time to now: the checker replays its
+    snapshot and changes and compares them with the oracle at every time in it."""
+    rel = r.choice(("t1", "t2", "mv_agg"))
+    upto = conn.store.snapshot().read_ts + 1
+    as_of = upto - 1 - r.randint(0, 60_000)
+    try:
+        conn.execute("SET cluster = c1")
+        res = conn.execute(f"SUBSCRIBE {rel} AS OF {as_of} UP TO {upto}")
+        j.write(ev="subscribe", rel=rel, as_of=as_of, up_to=upto, columns=res.columns,
+                rows=[[_norm(v) for v in row] for row in res.rows])
+    except Exception as exc:
+        _error(j, "subscribe", exc, rel=rel)
+
+
+def compactor(args: dict[str, Any], conn: Any, j: Journal) -> None:
+    r = random.Random(f"{args['seed']}/compactor/{os.getpid()}")
+    while not _stopping(args):
+        _pause(r, 1.0, args["compact_pause"])
+        try:
+            done = conn.compact()
+            j.write(ev="compact", n=len(done),
+                    removed=sum(c.files_removed for c in done))
+        except Exception as exc:
+            _error(j, "compact", exc)
+        for sink in ops.SINKS:  # sinks hold compaction back: the same worker runs both
+            try:
+                for e in conn.run_sink(sink):
+                    if not e.skipped:
+                        j.write(ev="sink", sink=sink, rows=e.rows, end=str(e.end))
+            except Exception as exc:
+                _error(j, "sink", exc, sink=sink)
+
+
+def ddl(args: dict[str, Any], conn: Any, j: Journal) -> None:
+    live: set[str] = set()
+    n = 0
+    for rec in records(j.path):
+        if rec.get("ev") == "start":
+            n = max(n, rec["n"])
+        if rec.get("ev") == "done" and rec.get("view"):
+            (live.add if rec["sql"].startswith("CREATE") else live.discard)(rec["view"])
+    n += 1
+    r = random.Random(f"{args['seed']}/ddl/pace/{os.getpid()}")
+    while not _stopping(args):
+        _pause(r, 1.0, args["ddl_pause"])
+        op = ops.ddl_op(args["seed"], n, sorted(live))
+        j.write(ev="start", n=n, sql=op.sql, view=op.view, select=op.select)
+        try:
+            conn.execute(op.sql)
+            j.write(ev="done", n=n, sql=op.sql, view=op.view)
+            if op.view:
+                (live.add if op.sql.startswith("CREATE") else live.discard)(op.view)
+                if op.sql.startswith("DROP"):  # CASCADE took what was built on it
+                    existing = {i.name for i in conn.store.snapshot().items}
+                    live &= existing
+        except Exception as exc:
+            _error(j, "ddl", exc, n=n, sql=op.sql)
+        n += 1
+
+
+ROLES = {"setup": setup, "writer": writer, "ticker": ticker, "compactor": compactor,
+         "ddl": ddl}
+
+
+def main() -> None:
+    import signal
+
+    # The disk-full fault lowers RLIMIT_FSIZE: a write past it then fails with EFBIG (as
+    # ENOSPC would) instead of SIGXFSZ killing the process.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    args = json.loads(Path(sys.argv[1]).read_text())
+    j = Journal(Path(args["journal"]))
+    import mzflow
+
+    conn = mzflow.connect(args["home"])
+    j.write(ev="up", role=args["role"])
+    ROLES[args["role"]](args, conn, j)
+    j.write(ev="exit")
+
+
+if __name__ == "__main__":
+    main()
