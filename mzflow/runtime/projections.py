@@ -274,8 +274,10 @@ def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
     if not projections or version == 0:
         return []
     shard = Shard.shared(paths.table(warehouse, table.id))
-    before = {part_name(f) for f in shard.files(version - 1)}
-    new = [f for f in shard.files(version) if part_name(f) not in before]
+    new = shard.added_in(version)
+    if new is None:
+        before = {part_name(f) for f in shard.files(version - 1)}
+        new = [f for f in shard.files(version) if part_name(f) not in before]
     in_memory = {new[0]: written[1]} if (
         written is not None and written[0] == version and len(new) == 1) else {}
 

@@ -302,6 +302,22 @@ class Shard:
             hit = _FILES[key] = list(self._at(version).file_uris())
         return list(hit)
 
+    def added_in(self, version: int) -> list[str] | None:
+        """The data files commit ``version`` added (as :meth:`files` names them), from
+        that commit's own log entry: no table state at ``version - 1`` to rebuild. None
+        when the entry is gone (a log cleaned up to a checkpoint)."""
+        import json
+        from urllib.parse import unquote
+
+        entry = self.path / "_delta_log" / f"{version:020d}.json"
+        try:
+            lines = entry.read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        actions = [json.loads(line) for line in lines if line.strip()]
+        added = {unquote(a["add"]["path"]).rsplit("/", 1)[-1] for a in actions if "add" in a}
+        return [f for f in self.files(version) if f.rstrip("/").rsplit("/", 1)[-1] in added]
+
     def _at(self, version: int) -> Any:
         """The table at ``version``: the open one when that is its newest version (it
         only reads commits since it was last read), else opened at that version."""
