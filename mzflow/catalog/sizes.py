@@ -53,10 +53,8 @@ def of_cluster(virtual: bool, size: str | None) -> Size:
     return lookup(size or DEFAULT_SIZE)
 
 
-def parse_memory(text: str) -> int:
-    """Bytes of a JVM memory setting ("512m", "2g")."""
-    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
-    text = text.strip().lower()
-    if text and text[-1] in units:
-        return int(float(text[:-1]) * units[text[-1]])
-    return int(text)
+def bigger(size: Size) -> Size | None:
+    """The next size up (SIZES runs from the smallest), if any."""
+    names = list(SIZES)
+    at = names.index(size.name) + 1 if size.name in SIZES else len(names)
+    return SIZES[names[at]] if at < len(names) else None

@@ -148,9 +148,8 @@ def memory(cluster: Cluster, endpoint: Endpoint | None) -> spark.Memory:
         return spark.Memory(cluster.name, f"configured at {endpoint.url}",
                             f"give the Spark at {endpoint.url} more memory")
     size = sizes.of_cluster(cluster.virtual, cluster.size)
-    bigger = [s for s in sizes.SIZES.values()
-              if sizes.parse_memory(s.executor_memory) > sizes.parse_memory(size.executor_memory)]
-    more = (f"ALTER CLUSTER {cluster.name} SET (SIZE = '{bigger[0].name}')" if bigger
+    up = sizes.bigger(size)
+    more = (f"ALTER CLUSTER {cluster.name} SET (SIZE = '{up.name}')" if up
             else "split the work into smaller views")
     return spark.Memory(cluster.name, f"{size.executor_memory}, from SIZE '{size.name}'",
                         f"give the cluster more memory: {more}")
