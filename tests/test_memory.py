@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +61,32 @@ def test_other_spark_errors_are_not_taken_for_memory() -> None:
     err = spark.translate_error(Exception("[DIVIDE_BY_ZERO] Division by zero."))
     assert not isinstance(err, SparkFailure)
     assert err.message == "Evaluation error: division by zero"
+
+
+def test_a_server_dying_slowly_is_still_seen_dying_of_memory(tmp_path: Path) -> None:
+    """The tick's call fails before the supervisor records the JVM's exit (Spark's
+    shutdown hooks run first, with the port still open): the tick waits for the record
+    while the supervisor lives. CI once read "lost the connection" here instead."""
+    cluster = Cluster(id=7, name="etl", size="xsmall")
+    where = cluster_servers.folder(tmp_path, cluster)
+    where.mkdir(parents=True)
+    # The supervisor is this process (alive); it records the exit after 2.5 s, longer
+    # than the grace given to a record being written.
+    (where / "server.json").write_text(json.dumps({"pid": os.getpid()}))
+    since = int(time.time() * 1000)
+    writer = threading.Timer(2.5, lambda: (where / "exit.json").write_text(
+        json.dumps({"code": 52, "at": int(time.time() * 1000)})))
+    writer.start()
+    try:
+        assert cluster_servers.died_since(tmp_path, cluster, since, wait=20) == 52
+    finally:
+        writer.cancel()
+    # A supervisor that is gone records nothing more: no long wait, no stale exit code.
+    (where / "server.json").write_text(json.dumps({"pid": 2**22 + 1}))  # > pid_max
+    started = time.monotonic()
+    assert cluster_servers.died_since(tmp_path, cluster, int(time.time() * 1000) + 1000,
+                                      wait=20) is None
+    assert time.monotonic() - started < 10
 
 
 # A deliberately tiny heap, in a child process (its JVM dies of it): a 1 GB string

@@ -122,20 +122,33 @@ def _locked(where: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def died_since(home: Path, cluster: Cluster, since_ms: int, wait: float = 5.0
+def died_since(home: Path, cluster: Cluster, since_ms: int, wait: float = 30.0
                ) -> int | None:
-    """The exit code of the cluster's server JVM if it died at or after ``since_ms``
-    (its supervisor records it; a failed call may return before it has)."""
-    path = folder(home, cluster) / EXIT_FILE
+    """The exit code of the cluster's server JVM if it died at or after ``since_ms``.
+
+    A failed call returns before the supervisor has recorded the death: after an
+    OutOfMemoryError the JVM runs Spark's shutdown hooks (seconds under load) with its
+    port still answering, and the supervisor polls once a second. So this waits while
+    the supervisor lives, up to ``wait``; a supervisor that is gone records nothing more.
+    """
+    where = folder(home, cluster)
+    try:
+        supervisor: int | None = int(json.loads((where / SERVER_FILE).read_text())["pid"])
+    except (OSError, ValueError, KeyError):
+        supervisor = None  # already gone, or it removed its record just before exit.json
     deadline = time.monotonic() + wait
+    grace = time.monotonic() + 3.0  # for an exit.json being written right now
     while True:
         try:
-            exited = json.loads(path.read_text())
+            exited = json.loads((where / EXIT_FILE).read_text())
             if int(exited["at"]) >= since_ms:
                 return int(exited["code"])
         except (OSError, ValueError, KeyError):
             pass
-        if time.monotonic() >= deadline or read_server(home, cluster) is not None:
+        now = time.monotonic()
+        if now >= deadline:
+            return None
+        if (supervisor is None or not process_alive(supervisor)) and now >= grace:
             return None
         time.sleep(0.2)
 
