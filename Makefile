@@ -8,6 +8,11 @@ EXTRAS := dev,postgres,airflow,quality,bench
 DEMO_HOME ?= .mzflow/demo
 BENCH_SF ?= 1
 BENCH_ARGS ?=
+# make test runs the suite on this many pytest processes (pytest-xdist). Each file stays
+# in one process (--dist loadfile), so module fixtures are built once; each process has
+# its own SparkSession. Much of a test's time is waiting (a JVM, a child, a server), so
+# two processes on 2 cores finish in well under the serial time.
+TEST_WORKERS ?= 2
 
 .PHONY: help install demo test lint typecheck pytest fast bench bench-growth slt soak clean
 
@@ -71,7 +76,7 @@ typecheck: install
 
 pytest: install
 	bash scripts/ensure-postgres.sh
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test: lint typecheck pytest
 
