@@ -88,17 +88,19 @@ class ProjectionShard:
 
     def add(self, rows: pa.Table, txn: tuple[str, int], stats: dict[str, Any],
             sort_key: str | None = None, group_rows: int = 8192) -> bool:
-        """Append ``rows`` (with ``PART``) in one commit, once per ``txn`` (False: a
-        commit with that id was already made). ``sort_key``: the rows are sorted by it;
-        their files get small row groups with statistics on it (a sorted projection)."""
+        """Append ``rows`` (with ``PART``; cast to the shard's types) in one commit, once
+        per ``txn`` (False: a commit with that id was already made). ``sort_key``: the
+        rows are sorted by it; their files get small row groups with statistics on it (a
+        sorted projection)."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         from mzflow.storage.arrangement import writer_properties
 
-        dt = self._table()
+        dt = self._table()  # once: each open re-lists the log (a write's fixed cost)
         done = dt.transaction_version(txn[0])
         if done is not None and done >= txn[1]:
             return False
+        rows = rows.cast(pa.schema(dt.schema().to_arrow()))
         props = CommitProperties(custom_metadata={STATS_KEY: json.dumps(stats)},
                                  app_transactions=[Transaction(txn[0], txn[1])])
         extra = ({"writer_properties": writer_properties(sort_key, group_rows)}
