@@ -178,6 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         build_parser().print_help()
         return 2
+    if args.command == "tick" and args.cluster:
+        served = _tick_on_service(args)
+        if served is not None:
+            return served
     import mzflow
 
     try:
@@ -266,11 +270,45 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
     return 1 if any(r.error for r in reports) else 0
 
 
+def _tick_on_service(args: argparse.Namespace) -> int | None:
+    """``tick --cluster c`` run by the cluster's warm tick service, if it has one
+    (runtime/tick_service.py): this process then imports neither the runtime nor Spark.
+    None: no service took it, so this process ticks as usual."""
+    from mzflow import config, errors
+    from mzflow.runtime import tick_service
+
+    try:
+        cfg = config.load(args.home, catalog_url=args.catalog_url)
+    except errors.Error:
+        return None  # the usual path reports it
+    if cfg.cluster_spark != "managed" or cfg.spark_master != "local[*]":
+        return None
+    record = tick_service.find(cfg.home, cfg.catalog_url, args.cluster)
+    if record is None:
+        return None
+    answer = tick_service.call(record, {"op": "tick", "object": args.object, "at": args.at,
+                                        "full_refresh": args.full_refresh})
+    if answer is None or "not_mine" in answer:
+        return None
+    reports = answer.get("reports", [])
+    for report in reports:
+        print(report["line"], flush=True)
+    failure = answer.get("error")
+    if failure is not None:
+        _print_error(errors.Error(failure["message"], detail=failure["detail"],
+                                  hint=failure["hint"]))
+        return 1
+    if not reports:
+        print("nothing to tick: no maintained indexes", file=sys.stderr)
+    return 1 if any(r["error"] for r in reports) else 0
+
+
 def _cluster(conn: object, args: argparse.Namespace) -> int:
     import datetime as dt
 
     import mzflow
     from mzflow.runtime import cluster_servers as servers
+    from mzflow.runtime import tick_service
     from mzflow.shell.status import Status
 
     assert isinstance(conn, mzflow.Connection)
@@ -299,8 +337,14 @@ def _cluster(conn: object, args: argparse.Namespace) -> int:
             return 1
         with Status().running(f"starting cluster {found.name}'s Spark Connect server"):
             endpoint = servers.ensure(cfg.home, found, cfg.cluster_idle_seconds,
-                                      port=args.port)
+                                      port=args.port, catalog_url=cfg.catalog_url)
         print(f"cluster {found.name}: serving at {endpoint.url}")
+        with Status().running(f"warming cluster {found.name}'s tick service"):
+            ticks = tick_service.wait_for(servers.folder(cfg.home, found))
+        print(f"cluster {found.name}: " + (
+            f"ticks served by process {ticks['pid']}" if ticks is not None else
+            "its tick service did not start (ticks run in the calling process; see "
+            f"{servers.folder(cfg.home, found) / 'server.log'})"))
         return 0
     except mzflow.Error as e:
         _print_error(e)

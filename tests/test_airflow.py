@@ -723,6 +723,9 @@ def test_dag_test_ticks_run_on_the_clusters_warm_server(home: Path, airflow_db: 
             index = next(i for i in snap.indexes_on(m2.id) if i.is_default_index)
             newest = index_shard(conn.config.warehouse, index).ticks(1)[0]
         assert newest[SPARK_KEY] == before["url"]
+        # The task ran on the cluster's warm tick service, not in the task's process.
+        log = (home / "clusters" / "2" / "server.log").read_text()
+        assert "tick service: ticked materialize.public.m2" in log, log[-3000:]
     finally:
         subprocess.run([mzflow_cmd, "cluster", "stop", "a"], env=env, timeout=120)
 

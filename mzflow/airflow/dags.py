@@ -91,12 +91,13 @@ def build_dag(plan: ClusterDag, home: str, catalog_url: str | None,
         doc_md=_doc(plan),
     )
     with dag:
-        pick = MzflowPickTimeOperator(task_id=PICK_TIME, home=home, catalog_url=catalog_url)
+        pick = MzflowPickTimeOperator(task_id=PICK_TIME, home=home, catalog_url=catalog_url,
+                                      cluster=plan.cluster)
         ops: dict[str, MzflowTickOperator] = {}
         for t in plan.tasks:
             op = MzflowTickOperator(
                 task_id=t.task_id, index=t.index, names=sorted(t.names()), home=home,
-                catalog_url=catalog_url, pool=plan.pool, pool_slots=1,
+                catalog_url=catalog_url, pool=plan.pool, pool_slots=1, cluster=plan.cluster,
                 outlets=[Asset(uri=t.asset, name=t.asset)],
                 # An upstream skipped as up to date (or not selected) does not block.
                 trigger_rule="none_failed",

@@ -156,13 +156,13 @@ class Catalog:
         name = self._cluster(cluster)
         with TaskGroup(group_id or f"maintain_{safe_id(name)}") as group:
             pick = MzflowPickTimeOperator(task_id="pick_time", home=self.resolved_home,
-                                          catalog_url=self.catalog_url)
+                                          catalog_url=self.catalog_url, cluster=name)
             ops: dict[str, Any] = {}
             for t in self.plan(name):
                 op = MzflowTickOperator(
                     task_id=t.task_id, index=t.index, names=sorted(t.names()),
                     home=self.resolved_home, catalog_url=self.catalog_url, pool=pool_name(name),
-                    time_task_id=pick.task_id, trigger_rule="none_failed")
+                    time_task_id=pick.task_id, trigger_rule="none_failed", cluster=name)
                 pick >> op
                 for u in t.upstream:
                     ops[u] >> op

@@ -19,12 +19,13 @@ class MzflowPickTimeOperator(BaseOperator):
 
     ui_color = "#e8f1fb"
 
-    def __init__(self, *, home: str, catalog_url: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, home: str, catalog_url: str | None = None,
+                 cluster: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.home, self.catalog_url = home, catalog_url
+        self.home, self.catalog_url, self.cluster = home, catalog_url, cluster
 
     def execute(self, context: Any) -> int:
-        return tasks.pick_time(self.home, self.catalog_url, context)
+        return tasks.pick_time(self.home, self.catalog_url, context, self.cluster)
 
 
 class MzflowTickOperator(BaseOperator):
@@ -35,15 +36,16 @@ class MzflowTickOperator(BaseOperator):
 
     def __init__(self, *, index: str, home: str, catalog_url: str | None = None,
                  names: Sequence[str] = (), time_task_id: str = tasks.PICK_TIME,
-                 **kwargs: Any) -> None:
+                 cluster: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.index, self.home, self.catalog_url = index, home, catalog_url
         self.names = list(names) or [index]
         self.time_task_id = time_task_id  # the run's MzflowPickTimeOperator
+        self.cluster = cluster  # whose warm tick service may run it (tick_service.py)
 
     def execute(self, context: Any) -> dict[str, Any]:
         return tasks.tick(self.home, self.catalog_url, self.index, self.names, context,
-                          self.time_task_id)
+                          self.time_task_id, self.cluster)
 
 
 class MzflowSinkOperator(BaseOperator):

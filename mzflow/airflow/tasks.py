@@ -30,7 +30,8 @@ PICK_TIME = "pick_time"
 EXPORT = "export"
 
 
-def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any]) -> int:
+def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any],
+              cluster: str | None = None) -> int:
     """The run's target time: the ``at`` param; else, for a run triggered by another
     cluster's ticks, the latest time those ticks reached (so a downstream cluster
     catches up to exactly what its inputs hold); else every committed write."""
@@ -43,10 +44,14 @@ def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any]) ->
     if upstream:
         log.info("mzflow: target time %s (from upstream asset events)", max(upstream))
         return max(upstream)
-    import mzflow
+    answer = _on_service(home, catalog_url, cluster, {"op": "read_ts"})
+    if answer is not None and "read_ts" in answer:
+        ts = int(answer["read_ts"])
+    else:
+        import mzflow
 
-    with mzflow.connect(home, catalog_url=catalog_url) as conn:
-        ts = conn.store.snapshot().read_ts
+        with mzflow.connect(home, catalog_url=catalog_url) as conn:
+            ts = conn.store.snapshot().read_ts
     log.info("mzflow: target time %s (every committed write)", ts)
     return ts
 
@@ -57,15 +62,16 @@ def _events(context: Mapping[str, Any]) -> list[Any]:
 
 
 def tick(home: str, catalog_url: str | None, index: str, names: list[str],
-         context: Mapping[str, Any], time_task_id: str = PICK_TIME) -> dict[str, Any]:
+         context: Mapping[str, Any], time_task_id: str = PICK_TIME,
+         cluster: str | None = None) -> dict[str, Any]:
     """Tick one index to the run's time; log and return what it read and wrote.
 
     Skips (no asset event, so nothing downstream is woken) when the run is restricted
     to other ``objects`` or when the index already holds that time — the latter is
-    what ends the ping-pong between two clusters that read each other."""
+    what ends the ping-pong between two clusters that read each other. The cluster's
+    warm tick service runs the tick when there is one (runtime/tick_service.py): this
+    task process then never imports the runtime."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-
-    import mzflow
 
     params = context["params"]
     wanted = params.get("objects") or []
@@ -73,39 +79,91 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
         raise AirflowSkipException(f"not among the run's objects {wanted}")
     at = context["ti"].xcom_pull(task_ids=time_task_id)
     _use_spark_connection()
-    from mzflow.runtime.quality import ExpectationFailed
+    full_refresh = bool(params.get("full_refresh"))
+    answer = _on_service(home, catalog_url, cluster, {
+        "op": "tick", "object": index, "at": at, "full_refresh": full_refresh,
+        "view_means_default_index": True})
+    if answer is not None and "reports" in answer:
+        failure = answer.get("error")
+        if failure is not None:
+            from mzflow import errors
 
-    with mzflow.connect(home, catalog_url=catalog_url) as conn:
-        try:
-            reports = conn.tick(object=_index_of(conn.store.snapshot(), index), at=at,
-                                full_refresh=bool(params.get("full_refresh")))
-        except ExpectationFailed as e:
-            # A FAIL expectation: the same rows fail on every retry; fixing them helps.
-            raise AirflowFailException(f"{index}: {e}\n{e.detail or ''}".strip()) from e
+            if failure["type"] == "ExpectationFailed":
+                raise AirflowFailException(
+                    f"{index}: {failure['message']}\n{failure['detail'] or ''}".strip())
+            raise errors.Error(failure["message"], detail=failure["detail"],
+                               hint=failure["hint"])
+        reports = answer["reports"]
+    else:
+        reports = _tick_here(home, catalog_url, index, at, full_refresh)
     if not reports:
         raise AirflowFailException(f"{index} is no longer maintained")
     report = reports[0]
-    log.info("mzflow tick: %s", report.line())
+    log.info("mzflow tick: %s", report["line"])
     out = {
-        "index": report.index, "on": report.on, "strategy": report.strategy,
-        "frontier_before": report.upper_before, "frontier_after": report.upper_after,
-        "version_before": report.version_before, "version_after": report.version_after,
-        "rows_read": report.rows_read, "files_read": report.files_read,
-        "rows_changed": report.rows_changed, "error": report.error,
-        "seconds": round(report.seconds, 3), "spark_jobs": report.spark_jobs, "at": at,
+        "index": report["index"], "on": report["on"], "strategy": report["strategy"],
+        "frontier_before": report["upper_before"], "frontier_after": report["upper_after"],
+        "version_before": report["version_before"], "version_after": report["version_after"],
+        "rows_read": report["rows_read"], "files_read": report["files_read"],
+        "rows_changed": report["rows_changed"], "error": report["error"],
+        "seconds": round(report["seconds"], 3), "spark_jobs": report["spark_jobs"], "at": at,
+        "served_by": "tick service" if answer is not None and "reports" in answer
+                     else "task process",
     }
-    if report.error:
+    if report["error"]:
         # An evaluation error is deterministic: retrying cannot help, fixing the data can.
-        raise AirflowFailException(f"{report.index}: {report.error}")
-    if report.upper_after == report.upper_before:
-        raise AirflowSkipException(f"already up to date through {report.upper_after - 1}")
+        raise AirflowFailException(f"{report['index']}: {report['error']}")
+    if report["upper_after"] == report["upper_before"]:
+        raise AirflowSkipException(f"already up to date through {report['upper_after'] - 1}")
     # The asset event carries the time reached: downstream clusters tick to it.
     outlets = context.get("outlet_events")
     task = context.get("task")
     if outlets is not None and task is not None:
         for asset in task.outlets:
-            outlets[asset].extra = {"at": at, "version": report.version_after}
+            outlets[asset].extra = {"at": at, "version": report["version_after"]}
     return out
+
+
+def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
+               full_refresh: bool) -> list[dict[str, Any]]:
+    """The tick in this task process (no tick service, or it did not take it)."""
+    import dataclasses
+
+    from airflow.sdk.exceptions import AirflowFailException
+
+    import mzflow
+    from mzflow.runtime import ticks
+    from mzflow.runtime.quality import ExpectationFailed
+
+    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        try:
+            found = conn.tick(object=ticks.default_index_name(conn.store.snapshot(), index),
+                              at=at, full_refresh=full_refresh)
+        except ExpectationFailed as e:
+            # A FAIL expectation: the same rows fail on every retry; fixing them helps.
+            raise AirflowFailException(f"{index}: {e}\n{e.detail or ''}".strip()) from e
+    return [{**dataclasses.asdict(r), "line": r.line()} for r in found]
+
+
+def _on_service(home: str, catalog_url: str | None, cluster: str | None,
+                request: dict[str, Any]) -> dict[str, Any] | None:
+    """``request`` answered by the cluster's tick service; None: there is none (or it
+    did not take the request, or the ``mzflow_spark`` connection names a Spark)."""
+    if cluster is None or os.environ.get("MZFLOW_SPARK_MASTER"):
+        return None
+    from mzflow import config
+    from mzflow.runtime import tick_service
+
+    cfg = config.load(home, catalog_url=catalog_url)
+    if cfg.cluster_spark != "managed" or cfg.spark_master != "local[*]":
+        return None
+    record = tick_service.find(cfg.home, cfg.catalog_url, cluster)
+    answer = None if record is None else tick_service.call(record, request)
+    if answer is None or "not_mine" in answer:
+        return None
+    log.info("mzflow: served by cluster %s's tick service (process %s)", cluster,
+             record["pid"] if record else "?")
+    return answer
 
 
 def export(home: str, catalog_url: str | None, sink: str,
@@ -179,18 +237,6 @@ def _use_spark_connection() -> None:
     log.info("mzflow: Spark master %s (connection %s)", master, CONN_ID)
     os.environ["MZFLOW_SPARK_MASTER"] = master
 
-
-def _index_of(snap: Any, name: str) -> str:
-    """A materialized view's name stands for its default index (DAG-as-code declares
-    views, and does not know what the catalog will name their indexes)."""
-    from mzflow.catalog.model import MATERIALIZED_VIEW
-
-    item = snap.find(name)
-    if item is not None and item.kind == MATERIALIZED_VIEW:
-        for ix in snap.indexes_on(item.id):
-            if ix.is_default_index:
-                return str(ix.name)
-    return name
 
 
 def deploy(home: str, catalog_url: str | None, decls: list[dict[str, Any]]) -> list[str]:

@@ -73,7 +73,7 @@ def endpoint_for(cfg: config.Config, cluster: Cluster | None) -> Endpoint | None
         return Endpoint(named, None)
     if cfg.cluster_spark != "managed":
         return None
-    return ensure(cfg.home, cluster, cfg.cluster_idle_seconds)
+    return ensure(cfg.home, cluster, cfg.cluster_idle_seconds, catalog_url=cfg.catalog_url)
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -173,13 +173,18 @@ def touch(home: Path, cluster: Cluster) -> None:
 
 
 def ensure(home: Path, cluster: Cluster, idle_seconds: float, port: int | None = None,
-           timeout: float = 180.0) -> Endpoint:
-    """The cluster's running server, started if there is none (or it died)."""
+           timeout: float = 180.0, catalog_url: str | None = None) -> Endpoint:
+    """The cluster's running server, started if there is none (or it died). With
+    ``catalog_url``, the server's supervisor also runs the cluster's tick service
+    (tick_service.py) for that catalog."""
     where = folder(home, cluster)
     with _locked(where):
         record = read_server(home, cluster)
         if record is None:
-            record = _start(where, cluster, idle_seconds, port, timeout)
+            record = _start(where, cluster, idle_seconds, port, timeout,
+                            None if catalog_url is None else
+                            {"home": str(home), "catalog_url": catalog_url,
+                             "cluster": cluster.name, "cluster_id": cluster.id})
         touch(home, cluster)
     return Endpoint(str(record["url"]), int(str(record["started_at"])))
 
@@ -211,7 +216,7 @@ def command(cluster: Cluster, port: int) -> list[str]:
 
 
 def _start(where: Path, cluster: Cluster, idle_seconds: float, port: int | None,
-           timeout: float) -> dict[str, object]:
+           timeout: float, ticks: dict[str, object] | None = None) -> dict[str, object]:
     port = port or _free_port()
     url = f"sc://127.0.0.1:{port}"
     if _answers(url, 0.5):
@@ -223,7 +228,7 @@ def _start(where: Path, cluster: Cluster, idle_seconds: float, port: int | None,
     log = where / LOG
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     spec = {"cluster": cluster.name, "url": url, "port": port, "idle_seconds": idle_seconds,
-            "command": command(cluster, port)}
+            "command": command(cluster, port), "ticks": ticks}
     (where / "spec.json").write_text(json.dumps(spec))
     with open(log, "wb") as out:
         supervisor = subprocess.Popen(

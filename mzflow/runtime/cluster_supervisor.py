@@ -5,6 +5,11 @@
 and stops the JVM when the cluster has been idle for ``idle_seconds`` (the mtime of
 ``last_used``), on SIGTERM, or when the JVM dies; ``server.json`` goes with it. It
 imports neither Spark nor the catalog: it must stay small for as long as it runs.
+
+Once the server answers it also runs the cluster's tick service (tick_service.py), a
+second child that holds the runtime warm, restarts it if it dies, and stops it with
+the JVM. A tick service that keeps dying is given up on: callers then tick
+themselves, as they do without one.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import time
 from pathlib import Path
 
 POLL_SECONDS = 1.0
+SERVICE_RESTARTS = 3  # then callers tick themselves (tick_service.py's fallback)
 
 
 def _answers(port: int) -> bool:
@@ -36,8 +42,31 @@ def _idle_for(where: Path) -> float:
         return 0.0
 
 
+def _start_service(where: Path) -> subprocess.Popen[bytes]:
+    # The service ticks on this cluster's server only: no explicit Spark master
+    # (that would give it a JVM of its own), and the managed servers on.
+    env = {k: v for k, v in os.environ.items() if k != "MZFLOW_SPARK_MASTER"}
+    env["MZFLOW_CLUSTER_SPARK"] = "managed"
+    (where / "ticks.json").unlink(missing_ok=True)
+    return subprocess.Popen([sys.executable, "-m", "mzflow.runtime.tick_service", str(where)],
+                            stdin=subprocess.DEVNULL, env=env)
+
+
+def _stop(child: subprocess.Popen[bytes] | None) -> None:
+    if child is None or child.poll() is not None:
+        return
+    child.terminate()  # the service finishes answering the tick it is running first
+    try:
+        child.wait(60)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
 def run(where: Path) -> int:
     spec = json.loads((where / "spec.json").read_text())
+    service: subprocess.Popen[bytes] | None = None
+    service_starts = 0
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is not for us
@@ -58,10 +87,28 @@ def run(where: Path) -> int:
             (where / "last_used").touch()  # idle from now: the start-up is no idleness
             published = True
             print(f"mzflow: cluster {spec['cluster']} serving at {spec['url']}", flush=True)
+        if published and spec.get("ticks") and (service is None or service.poll() is not None):
+            if service_starts <= SERVICE_RESTARTS:
+                if service is not None:
+                    print(f"mzflow: tick service exited with code {service.returncode}",
+                          flush=True)
+                service, service_starts = _start_service(where), service_starts + 1
+        if service is not None and service.poll() is None and not (
+                where / "ticks.json").exists():
+            (where / "last_used").touch()  # the service's start-up is no idleness either
         if published and _idle_for(where) > float(spec["idle_seconds"]):
             reason = f"idle for {spec['idle_seconds']} s"
             break
         time.sleep(POLL_SECONDS)
+    if reason == "the JVM exited":
+        # Why it died is for the tick that was running on it to report (exit code 52:
+        # Spark stopped it after an OutOfMemoryError): recorded before the tick service
+        # is stopped, since that tick may be the service's, which then answers first.
+        exited = {"code": jvm.returncode, "at": int(time.time() * 1000)}
+        (where / "exit.json").write_text(json.dumps(exited))
+        reason = f"the JVM exited with code {jvm.returncode}"
+    (where / "ticks.json").unlink(missing_ok=True)  # no new callers
+    _stop(service)
     try:
         current = json.loads((where / "server.json").read_text())
         if current.get("pid") == os.getpid():
@@ -75,12 +122,6 @@ def run(where: Path) -> int:
         except subprocess.TimeoutExpired:
             jvm.kill()
             jvm.wait()
-    if reason == "the JVM exited":
-        # Why it died is for the tick that was running on it to report (exit code 52:
-        # Spark stopped it after an OutOfMemoryError).
-        exited = {"code": jvm.returncode, "at": int(time.time() * 1000)}
-        (where / "exit.json").write_text(json.dumps(exited))
-        reason = f"the JVM exited with code {jvm.returncode}"
     print(f"mzflow: cluster {spec['cluster']} server stopped: {reason}", flush=True)
     return 0
 

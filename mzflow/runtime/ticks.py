@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from mzflow import config
 from mzflow.catalog import sizes
-from mzflow.catalog.model import INDEX, Item, Snapshot
+from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
 from mzflow.incremental.decide import DELTA, DETAIL_KEY, FULL, Decision, Facts, decide
 from mzflow.incremental.plan import ChangePlan, derive
@@ -258,6 +258,17 @@ class _Tick:
     def _recompute(self) -> pa.Table:
         return execute.recompute(self.target, self.query, self.warehouse, self.at,
                                  self.counters, self.snap)
+
+
+def default_index_name(snap: Snapshot, name: str) -> str:
+    """A materialized view's name stands for its default index (DAG-as-code declares
+    views, and does not know what the catalog will name their indexes)."""
+    item = snap.find(name)
+    if item is not None and item.kind == MATERIALIZED_VIEW:
+        for ix in snap.indexes_on(item.id):
+            if ix.is_default_index:
+                return str(ix.name)
+    return name
 
 
 def indexes_to_tick(snap: Snapshot, cluster: str | None, name: str | None) -> list[Item]:

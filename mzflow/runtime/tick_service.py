@@ -1,0 +1,217 @@
+"""A cluster's tick service: its ticks run in one warm Python process, next to its JVM.
+
+A warm Spark Connect server took the JVM's start-up out of a tick, but every
+``mzflow tick --cluster c`` and every Airflow tick task was still a new Python process
+that imported the runtime (sqlglot, SQLAlchemy, pyarrow, pandas and pyspark's Connect
+client: 1-2 s quiet, several seconds loaded) and opened a new server-side session whose
+first queries are slow. In Materialize a cluster's replica keeps its dataflows warm;
+here the cluster's supervisor runs this service beside its JVM
+(``python -m mzflow.runtime.tick_service <folder>``): it imports the runtime once,
+keeps one catalog connection and one Connect session, and runs the ticks that callers
+send it, one at a time. The caller imports only the standard library
+(``multiprocessing.connection``) and prints what comes back.
+
+It is an accelerator, never the only way: a caller that finds no service, or loses it
+mid-tick (a tick is one idempotent Delta commit, so a kill half way loses nothing),
+runs the tick itself exactly as before. The service serves only its own cluster, only
+for the home and catalog it was started for, and only callers that present the key it
+wrote (mode 0600) next to its address.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Connection, Listener
+from pathlib import Path
+from typing import Any
+
+SERVICE_FILE = "ticks.json"  # address, key and what it serves; written once it listens
+log = logging.getLogger("mzflow.tick_service")
+
+
+# -- the caller's side: standard library only ------------------------------------------
+
+def find(home: Path, catalog_url: str, cluster: str) -> dict[str, Any] | None:
+    """The running service of ``cluster`` (a name) in ``home``, if there is one that
+    serves the same catalog."""
+    for path in (home / "clusters").glob(f"*/{SERVICE_FILE}"):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if (record.get("cluster") == cluster and record.get("catalog_url") == catalog_url
+                and _alive(int(record.get("pid", 0)))):
+            return dict(record)
+    return None
+
+
+def call(record: dict[str, Any], request: dict[str, Any]) -> dict[str, Any] | None:
+    """Send ``request``; the answer, or None when the service is gone (before or during
+    the call): the caller then does the work itself."""
+    try:
+        with Client(("127.0.0.1", int(record["port"])),
+                    authkey=bytes.fromhex(record["key"])) as conn:
+            conn.send(request)
+            answer: dict[str, Any] = conn.recv()
+            return answer
+    except (OSError, EOFError, ValueError, KeyError, AuthenticationError):
+        return None
+
+
+def wait_for(where: Path, timeout: float = 120.0) -> dict[str, Any] | None:
+    """The service of the cluster whose folder is ``where``, once it listens (it imports
+    the runtime first); None if its server stops first, or after ``timeout``."""
+    try:
+        if not json.loads((where / "spec.json").read_text()).get("ticks"):
+            return None  # a server started without one
+    except (OSError, ValueError):
+        return None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (where / "server.json").exists():
+        try:
+            record: dict[str, Any] = json.loads((where / SERVICE_FILE).read_text())
+            if _alive(int(record["pid"])):
+                return record
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    return None
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# -- the service ----------------------------------------------------------------------
+
+def serve(where: Path) -> int:
+    spec = json.loads((where / "spec.json").read_text())["ticks"]
+    home, catalog_url, cluster_id = spec["home"], spec["catalog_url"], int(spec["cluster_id"])
+    logging.basicConfig(level=logging.INFO, stream=sys.stdout,
+                        format="%(asctime)s tick service: %(message)s")
+    _exit_with_parent()
+    import mzflow
+
+    conn = mzflow.connect(home, catalog_url=catalog_url)
+    key = secrets.token_bytes(32)
+    with Listener(("127.0.0.1", 0), authkey=key) as listener:
+        record = {"pid": os.getpid(), "port": listener.address[1], "key": key.hex(),
+                  "cluster": spec["cluster"], "cluster_id": cluster_id,
+                  "home": home, "catalog_url": catalog_url}
+        tmp = where / f"{SERVICE_FILE}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f)
+        os.replace(tmp, where / SERVICE_FILE)
+        log.info("cluster %s: serving ticks on port %d", spec["cluster"], record["port"])
+        # SIGTERM (the supervisor stopping): at once when idle; after the answer when
+        # busy, so that a caller whose tick killed the JVM still hears why.
+        state = {"busy": False, "stop": False}
+
+        def on_term(*_: object) -> None:
+            if not state["busy"]:
+                raise SystemExit(0)
+            state["stop"] = True
+
+        signal.signal(signal.SIGTERM, on_term)
+        while not state["stop"]:
+            try:
+                client = listener.accept()
+            except (OSError, EOFError, AuthenticationError) as e:  # a wrong key; gone
+                log.info("refused a caller: %s", e)
+                continue
+            state["busy"] = True
+            try:
+                with client:
+                    _answer(client, conn, cluster_id)
+            finally:
+                state["busy"] = False
+    return 0
+
+
+def _exit_with_parent() -> None:
+    """The supervisor stops the service with its JVM; a supervisor killed outright
+    cannot, so the service also goes when its parent does (no orphan serving ticks
+    for a server that is gone)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _answer(client: Connection, conn: Any, cluster_id: int) -> None:
+    try:
+        request = client.recv()
+    except (OSError, EOFError):
+        return
+    answer = handle(conn, cluster_id, request)
+    try:
+        client.send(answer)
+    except OSError:
+        pass  # the caller is gone (an Airflow task killed): the tick committed anyway
+
+
+def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any]:
+    """One request: ``{"op": "tick", "object": index or None, "at": ms or None,
+    "full_refresh": bool, "view_means_default_index": bool}`` ticks this cluster's
+    indexes (or one of them, or a view's);
+    ``{"op": "read_ts"}`` is the catalog's newest time. Errors come back as data."""
+    import dataclasses
+
+    import mzflow
+    from mzflow.runtime import ticks
+
+    reports: list[dict[str, Any]] = []  # those done before an error come back too
+    try:
+        snap = conn.store.snapshot()
+        if request.get("op") == "read_ts":
+            return {"read_ts": snap.read_ts}
+        mine = snap.cluster(cluster_id)
+        if mine is None:
+            return {"not_mine": "the cluster was dropped"}
+        obj = request.get("object")
+        if obj is not None and request.get("view_means_default_index"):
+            obj = ticks.default_index_name(snap, obj)
+        indexes = ticks.indexes_to_tick(snap, mine.name, obj)
+        if obj is not None and any(i.cluster_id != cluster_id for i in indexes):
+            return {"not_mine": f"{obj} is not maintained in cluster {mine.name}"}
+        at = snap.read_ts if request.get("at") is None else int(request["at"])
+        for index in indexes:
+            for report in conn.tick(object=index.name, at=at,
+                                    full_refresh=bool(request.get("full_refresh"))):
+                log.info("ticked %s", report.line())
+                reports.append({**dataclasses.asdict(report), "line": report.line()})
+        return {"reports": reports, "at": at}
+    except mzflow.Error as e:
+        return {"reports": reports, "error": {
+            "type": type(e).__name__, "code": e.code, "message": e.message, "hint": e.hint,
+            "detail": e.detail}}
+    except Exception as e:  # the service goes on; the caller reports it
+        log.exception("tick failed")
+        return {"reports": reports, "error": {
+            "type": type(e).__name__, "code": "XX000", "message": str(e), "hint": None,
+            "detail": None}}
+
+
+if __name__ == "__main__":
+    sys.exit(serve(Path(sys.argv[1])))

@@ -1,0 +1,77 @@
+"""The caller's side of a cluster's tick service (runtime/tick_service.py): which
+service it picks, and that a service that is gone (or refuses it) leaves the caller to
+tick itself. The service itself, on a real server, is in test_cluster_servers.py and
+test_airflow.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from multiprocessing.connection import Listener
+from pathlib import Path
+from typing import Any
+
+from mzflow.runtime import tick_service
+
+CATALOG = "sqlite:////somewhere/catalog.db"
+
+
+def publish(home: Path, cluster_id: int, **record: Any) -> None:
+    where = home / "clusters" / str(cluster_id)
+    where.mkdir(parents=True, exist_ok=True)
+    (where / tick_service.SERVICE_FILE).write_text(json.dumps(record))
+
+
+def test_find_takes_only_a_live_service_of_that_cluster_and_catalog(tmp_path: Path) -> None:
+    dead = 2**22 + 1  # above pid_max: no such process
+    publish(tmp_path, 2, pid=dead, port=1, key="00", cluster="etl", catalog_url=CATALOG)
+    publish(tmp_path, 3, pid=os.getpid(), port=2, key="00", cluster="etl",
+            catalog_url="postgresql://elsewhere/db")
+    publish(tmp_path, 4, pid=os.getpid(), port=3, key="00", cluster="analytics",
+            catalog_url=CATALOG)
+    assert tick_service.find(tmp_path, CATALOG, "etl") is None  # dead; other catalog
+    publish(tmp_path, 5, pid=os.getpid(), port=4, key="00", cluster="etl",
+            catalog_url=CATALOG)
+    found = tick_service.find(tmp_path, CATALOG, "etl")
+    assert found is not None and found["port"] == 4
+    assert tick_service.find(tmp_path, CATALOG, "nope") is None
+
+
+def test_call_answers_and_a_gone_service_gives_none() -> None:
+    key = os.urandom(32)
+    listener = Listener(("127.0.0.1", 0), authkey=key)
+    port = listener.address[1]
+
+    def serve_once() -> None:
+        with listener.accept() as conn:
+            request = conn.recv()
+            conn.send({"reports": [], "echo": request["op"]})
+
+    server = threading.Thread(target=serve_once)
+    server.start()
+    record = {"port": port, "key": key.hex()}
+    assert tick_service.call(record, {"op": "read_ts"}) == {"reports": [], "echo": "read_ts"}
+    server.join(10)
+    listener.close()
+    # Nobody listens any more: the caller ticks itself.
+    assert tick_service.call(record, {"op": "read_ts"}) is None
+
+
+def test_a_caller_without_the_key_is_refused() -> None:
+    listener = Listener(("127.0.0.1", 0), authkey=b"the right key")
+    refused: list[BaseException] = []
+
+    def serve_once() -> None:
+        try:
+            listener.accept()
+        except Exception as e:  # multiprocessing.AuthenticationError
+            refused.append(e)
+
+    server = threading.Thread(target=serve_once)
+    server.start()
+    answer = tick_service.call({"port": listener.address[1], "key": b"wrong".hex()},
+                               {"op": "read_ts"})
+    server.join(10)
+    listener.close()
+    assert answer is None and refused
