@@ -241,14 +241,15 @@ def test_shrink_through_mzflow_replay(tmp_path: Path, monkeypatch: pytest.Monkey
 
     def write(worker: str, n: int, table: str, sql: str, **kw: Any) -> None:
         h.append({"op": "write", "worker": worker, "n": n, "table": table, "sql": sql,
-                  "oracle": sql, **kw})
+                  "oracle": sql, **kw})  # a COPY's oracle: the INSERT of its rows
 
     write("w1", 1, "t1", "INSERT INTO t1 VALUES (10, 3, 5, 'x'), (11, 4, NULL, NULL)")
     write("w2", 1, "t3", "INSERT INTO t3 (id, a) VALUES (20, 1)")
     h.append({"op": "sql", "sql": "ALTER TABLE t3 ADD COLUMN x9 int"})
     write("w2", 2, "t2", "INSERT INTO t2 VALUES (3, 'ann', 7)")
     write("w1", 2, "t1", f"COPY t1 FROM '{history.WORKDIR}/copy/w1-2.parquet' WITH "
-          "(FORMAT parquet)", rows=[[12, 5, 6, "y"]])
+          "(FORMAT parquet)", rows=[[12, 5, 6, "y"]],
+          oracle="INSERT INTO t1 VALUES (12, 5, 6, 'y')")
     culprit = "INSERT INTO t3 (id, a, x9) VALUES (21, 2, 8)"
     write("w2", 3, "t3", culprit)
     write("w1", 3, "t1", "INSERT INTO t1 VALUES (13, 3, 9, 'z')")
