@@ -16,6 +16,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -59,13 +60,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SOAK FAILED with seed {a.seed}; journals and home kept in {workdir}",
               file=sys.stderr)
         violation = soak.checker.violations[0]
-        path = record(soak, workdir, a.seed, violation)
-        _, ops = history.load(path)
-        if a.shrink_seconds > 0:
-            shrunk(a.seed, path, ops, violation, workdir, a.shrink_seconds)
-        else:
-            print(f"violation: {violation}\nthe full history is in {path}", file=sys.stderr)
-        print(f"seed {a.seed}", file=sys.stderr)
+        try:
+            path = record(soak, workdir, a.seed, violation)
+            _, ops = history.load(path)
+            if a.shrink_seconds > 0:
+                shrunk(a.seed, path, ops, violation, workdir, a.shrink_seconds)
+            else:
+                print(f"violation: {violation}\nthe full history is in {path}",
+                      file=sys.stderr)
+        except Exception:  # noqa: BLE001 - the failure, not the shrinker's, is the news
+            print(f"recording or shrinking the history failed:\n{traceback.format_exc()}",
+                  file=sys.stderr)
+        finally:
+            print(f"seed {a.seed}", file=sys.stderr)
         return 1
     if a.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -102,7 +109,7 @@ def shrunk(seed: int | None, path: Path, ops: list[dict], violation: str, workdi
             + (", stopped by --shrink-seconds" if st.timed_out else ""))
     print(f"violation: {violation}", file=sys.stderr)
     if not report.reproduced:
-        print(f"{report.note} ({done}); the full history is in {path}", file=sys.stderr)
+        print(f"{report.note}; the full history is in {path} ({done})", file=sys.stderr)
         for line in st.log[-3:]:
             print(f"  {line}", file=sys.stderr)
         return False
