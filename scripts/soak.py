@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shrink-seconds", type=float, default=300,
                     help="time to look for a shorter reproducing history (0: none)")
     ap.add_argument("--shrink", type=Path, metavar="HISTORY",
-                    help="no soak: shrink a saved history (journals/history.jsonl)")
+                    help="no soak: shrink a saved history (journals/history.jsonl); "
+                         "exits 1 when a replay reproduces its violation")
     ap.add_argument("--replay", type=Path, metavar="HISTORY",
                     help="no soak: replay a saved history once and check it")
     a = ap.parse_args(argv)
