@@ -87,10 +87,11 @@ def record(soak: Soak, workdir: Path, seed: int, violation: str) -> Path:
     conn = mzflow.connect(str(soak.home))
     try:
         snap = conn.store.snapshot()
+        warehouse = conn.config.warehouse
     finally:
         conn.close()
     path = soak.journals / "history.jsonl"
-    ops = history.build(workdir, soak.checker, snap)
+    ops = history.build(workdir, soak.checker, snap, warehouse)
     history.save(path, ops, seed=seed, violation=violation, workdir=str(workdir))
     return path
 

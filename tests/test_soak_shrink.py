@@ -195,8 +195,19 @@ def test_build_orders_committed_operations(tmp_path: Path) -> None:
             {"ev": "start", "n": 2, "sql": "CREATE VIEW pv2 AS SELECT 2", "t": 6.0},  # killed
             {"ev": "start", "n": 3, "sql": "ALTER TABLE t3 ADD COLUMN x3 int", "t": 7.0})
     journal("ticker", {"ev": "tick", "view": "dv1", "upper": 4001, "t": 9.0},  # time < CREATE
-            {"ev": "tick", "view": "mv_agg", "upper": 3001, "t": 9.5},
+            # mv_agg's ticks come from its index's log (one killed before this record).
+            {"ev": "tick", "view": "mv_agg", "upper": 3401, "t": 9.5},
             {"ev": "read", "view": "mv_agg", "at": 3000, "rows": [], "t": 9.6})
+    log = tmp_path / "warehouse" / "u9" / "_delta_log"
+    log.mkdir(parents=True)
+    for v, actions in enumerate([
+            [{"commitInfo": {"operation": "CREATE TABLE", "mzflow.ts": "1"}}],
+            [{"commitInfo": {"operation": "MERGE", "mzflow.ts": "3000"}},
+             {"txn": {"appId": "tick-u9", "version": 3000}}],
+            [{"commitInfo": {"operation": "OPTIMIZE", "mzflow.ts": "3000"}}],
+            [{"commitInfo": {"operation": "WRITE", "mzflow.ts": "3600"}},
+             {"txn": {"appId": "tick-u9", "version": 3600}}]]):
+        (log / f"{v:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
     journal("compactor", {"ev": "compact", "t": 8.0}, {"ev": "sink", "sink": "s_t2", "t": 8.5})
     (tmp_path / "copy").mkdir()
     pq.write_table(pa.table({"id": [7, None]}), tmp_path / "copy" / "w1-2.parquet")
@@ -208,9 +219,14 @@ def test_build_orders_committed_operations(tmp_path: Path) -> None:
                                    committed=[(3000, "t1", 1, ("w1", 1)),
                                               (3500, "t1", 2, ("w1", 2))])
     t3 = SimpleNamespace(columns=[SimpleNamespace(name=c) for c in ("id", "a", "x3")])
-    snap: Any = SimpleNamespace(items=[SimpleNamespace(name="dv1")],
+    items = {i.id: i for i in [
+        SimpleNamespace(id="u7", name="dv1", kind="materialized-view", is_default_index=False),
+        SimpleNamespace(id="u5", name="mv_agg", kind="materialized-view", is_default_index=False),
+        SimpleNamespace(id="u9", name="mv_agg_primary_idx", kind="index", is_default_index=True,
+                        on_id="u5")]}
+    snap: Any = SimpleNamespace(items=list(items.values()), item=items.__getitem__,
                                 find=lambda n: t3 if n == "t3" else None)
-    got = history.build(tmp_path, checker, snap)
+    got = history.build(tmp_path, checker, snap, tmp_path / "warehouse")
     assert [(o["op"], o.get("sql") or o.get("view") or o.get("sink") or "") for o in got] == [
         ("sql", "CREATE TABLE t1 (id int)"),
         ("sql", "CREATE SINK s_t2 INTO PARQUET '$WORKDIR/sinks/s'"),
@@ -219,6 +235,7 @@ def test_build_orders_committed_operations(tmp_path: Path) -> None:
         ("tick", "mv_agg"),  # through 3000: after the write it covered
         ("read", "mv_agg"),
         ("write", "COPY t1 FROM '$WORKDIR/copy/w1-2.parquet'"),  # at 3500
+        ("tick", "mv_agg"),  # through 3600 (the OPTIMIZE between is no tick)
         ("sql", "CREATE MATERIALIZED VIEW dv1 IN CLUSTER c1 AS SELECT 1"),  # done at 5200
         ("tick", "dv1"),  # through 4000, moved after its view's CREATE
         ("sql", "ALTER TABLE t3 ADD COLUMN x3 int"),  # killed, but t3 has x3

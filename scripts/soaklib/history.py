@@ -8,16 +8,17 @@ clock mzflow's times are read from):
   mid-way with its effect in the final catalog), at its journal time;
 * ``write``: every write in a table's Delta log, by its key ``(worker, n)``, at its
   commit time (a COPY carries its file's rows);
-* ``tick``: every tick a worker saw finish, just after the writes it covered (its time,
-  ``upper - 1``), never before its view's CREATE;
+* ``tick``: every tick committed, just after the writes it covered (its time), never
+  before its view's CREATE: from the index's Delta log (the commits with its ``tick-``
+  idempotency key) for a view the final catalog holds, else as the ticker journaled it;
 * ``read`` (AS OF an index's upper), ``subscribe`` (``as_of`` in the soak's times,
   mapped onto the replay's), ``compact``, ``sink``: at their journal times.
 
 A kill's effect on committed state is already in this: a write killed before its commit
-is absent, one killed after it is present once, a tick killed after its commit is just
-covered by the next tick in the replay. Paths under the soak's folder are written as
-``$WORKDIR`` so a replay can run anywhere. The file: one JSON header line (seed, target
-violation, relation, time), then one operation per line.
+is absent, one killed after it is present once, and so is a tick (a dropped view's tick
+killed after its commit, never journaled, is covered by its next tick in the replay).
+Paths under the soak's folder are written as ``$WORKDIR`` so a replay can run anywhere.
+The file: one JSON header line (seed, the violation), then one operation per line.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from soaklib import ops
+from soaklib import deltalog, ops
 from soaklib.checker import Checker
 from soaklib.journal import records
 
@@ -36,7 +37,7 @@ WORKDIR = "$WORKDIR"
 Op = dict[str, Any]
 
 
-def build(workdir: Path, checker: Checker, snapshot: Any) -> list[Op]:
+def build(workdir: Path, checker: Checker, snapshot: Any, warehouse: Path) -> list[Op]:
     """Every committed operation of the soak in ``workdir``, in order. ``checker`` has
     run its final pass (its ``committed`` writes); ``snapshot`` is the final catalog."""
     journals = workdir / "journals"
@@ -57,10 +58,12 @@ def build(workdir: Path, checker: Checker, snapshot: Any) -> list[Op]:
         if w.sql.startswith("COPY"):
             op["rows"] = _copy_rows(workdir / "copy" / f"{w.worker}-{w.n}.parquet")
         out.append(op)
+    logged = _ticks(snapshot, warehouse)
+    out += logged
     for path in sorted(journals.glob("ticker*.jsonl")):
         for rec in records(path):
             ev = rec.get("ev")
-            if ev == "tick":
+            if ev == "tick" and rec["view"] not in {op["view"] for op in logged}:
                 # Just after the writes it covered (an old journal has no upper: its time).
                 at = rec["upper"] - 1 + 0.5 if "upper" in rec else rec["t"] * 1000
                 out.append({"op": "tick", "view": rec["view"], "key": at})
@@ -76,6 +79,23 @@ def build(workdir: Path, checker: Checker, snapshot: Any) -> list[Op]:
             out.append({"op": "sink", "sink": rec["sink"], "key": rec["t"] * 1000})
     out.sort(key=lambda o: o["key"])
     return _after_creation(out)
+
+
+def _ticks(snapshot: Any, warehouse: Path) -> list[Op]:
+    """The committed ticks of every materialized view in ``snapshot``: its default
+    index's commits under the key ``(tick-<index>, time)``."""
+    from mzflow.storage import paths
+
+    out = []
+    for item in snapshot.items:
+        if item.kind != "index" or not item.is_default_index:
+            continue
+        view = snapshot.item(item.on_id).name
+        for c in deltalog.commits(paths.index(warehouse, item.id)):
+            for app, at in c.txns:
+                if app == f"tick-{item.id}":
+                    out.append({"op": "tick", "view": view, "key": at + 0.5})
+    return out
 
 
 def _ddl(path: Path, snapshot: Any) -> list[Op]:
