@@ -114,6 +114,9 @@ def shrunk(seed: int | None, path: Path, ops: list[dict], violation: str, workdi
         print(f"{report.note}; the full history is in {path} ({done})", file=sys.stderr)
         for line in st.log[-3:]:
             print(f"  {line}", file=sys.stderr)
+        if report.note.startswith("time ran out"):
+            print(f"more time: python scripts/soak.py --shrink {path} --shrink-seconds "
+                  f"{int(seconds * 4)}", file=sys.stderr)
         return False
     out = workdir / "shrunk.jsonl"
     history.save(out, report.history, seed=seed, violation=violation, shrunk_from=str(path))
