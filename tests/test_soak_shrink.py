@@ -169,6 +169,10 @@ def test_shrink_says_when_a_serial_replay_does_not_reproduce(
                            say=lambda _: None)
     assert not report.reproduced and report.history == h
     assert report.note == "not reproduced by a serial replay"
+    monkeypatch.setattr(replay, "replay", _fake_replay(_culprit(h)["key"]))
+    late = replay.shrink(h, "table t1 at 5 differs from the oracle: …", tmp_path, seconds=0,
+                         say=lambda _: None)
+    assert not late.reproduced and late.note.startswith("time ran out")
 
 
 # -- building the history from a soak's journals -------------------------------------
