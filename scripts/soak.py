@@ -60,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     if not ok:
         print(f"SOAK FAILED with seed {a.seed}; journals and home kept in {workdir}",
               file=sys.stderr)
-        violation = soak.checker.violations[0]
+        # The first violation a replay can check, if any.
+        violation = next((v for v in soak.checker.violations
+                          if not v.startswith(history.UNCHECKED)), soak.checker.violations[0])
         try:
             path = record(soak, workdir, a.seed, violation)
             _, ops = history.load(path)
