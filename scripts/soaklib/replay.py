@@ -185,9 +185,16 @@ def shrink(history: list[Op], violation: str, workdir: Path, seconds: float,
                       note="not reproduced by a serial replay (its checker does not look "
                            "at storage after a final compaction)")
 
-    def test(idx: list[int], until: float = deadline) -> bool:
+    memo: dict[tuple[int, ...], bool] = {}  # shared by the three ddmin passes
+    timed_out: list[int] = []  # lengths of the candidates whose replay the deadline cut
+
+    def test(idx: list[int], until: float = deadline, again: bool = False) -> bool:
+        if tuple(idx) in memo and not again:
+            stats.cached += 1
+            return memo[tuple(idx)]
         cand = [history[i] for i in idx]
         if not plausible(cand):
+            memo[tuple(idx)] = False
             return False
         stats.replays += 1
         d = workdir / f"candidate-{next(counter)}"
@@ -200,6 +207,10 @@ def shrink(history: list[Op], violation: str, workdir: Path, seconds: float,
                    f"error at {out.error}" if out.error else
                    "other violations" if out.violations else "passed")
         stats.log.append(f"{len(cand)} ops, {out.seconds:.0f} s: {verdict}")
+        if out.timed_out:
+            timed_out.append(len(idx))
+        else:
+            memo[tuple(idx)] = ok
         return ok
 
     every = list(range(len(history)))
@@ -214,20 +225,21 @@ def shrink(history: list[Op], violation: str, workdir: Path, seconds: float,
             start = first
             break
     if start is None:
-        timed_out = time.monotonic() >= deadline
+        # Not reproduced: by the whole history replayed to its end, or for lack of time.
+        whole = tuple(every) in memo
         return Report(violation, False, history, len(history), 0, stats,
                       time.monotonic() - began,
-                      note="time ran out before a replay reproduced it" if timed_out else
-                      "not reproduced by a serial replay")
+                      note="not reproduced by a serial replay" if whole else
+                      "time ran out before a replay reproduced it")
     say(f"shrinking from {len(start)} of {len(history)} operations ({sig})")
     # The operations first, every DDL statement kept (a chunk that held a CREATE could
     # not go, so the writes beside it would wait for single-item rounds); then the DDL
-    # with those operations kept; then everything, mostly answered from the cache.
+    # with those operations kept; then everything, much of it answered from the memo.
     ddl = [i for i in start if history[i]["op"] == "sql"]
     rest = [i for i in start if history[i]["op"] != "sql"]
     rest = ddmin(rest, lambda c: test(sorted(ddl + c)), deadline, stats=stats, say=say)
     ddl = ddmin(ddl, lambda c: test(sorted(c + rest)), deadline, stats=stats, say=say)
     best = ddmin(sorted(ddl + rest), test, deadline, stats=stats, say=say)
-    confirmed = test(best, max(deadline, time.monotonic() + 60))
+    confirmed = test(best, max(deadline, time.monotonic() + 60), again=True)
     return Report(violation, True, [history[i] for i in best], len(history), len(start),
                   stats, time.monotonic() - began, confirmed)
