@@ -111,12 +111,24 @@ def _maintained(conn: Any) -> list[tuple[str, str, str]]:
     return sorted(out)
 
 
-def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
+def read_at_upper(conn: Any, j: Any, view: str, index_id: str, cluster: str) -> None:
+    """``SELECT * FROM view AS OF`` its index's upper, journaled (replay.py too)."""
     from mzflow.storage import paths
     from mzflow.storage.delta import IndexShard
 
+    shard = IndexShard(paths.index(conn.config.warehouse, index_id))
+    if not shard.exists():  # dropped since _maintained looked
+        return
+    at, err = shard.state()
+    if at < 0 or err:
+        return
+    conn.execute(f"SET cluster = {cluster}")
+    res = conn.execute(f"SELECT * FROM {view} AS OF {at}")
+    j.write(ev="read", view=view, at=at, rows=[[_norm(v) for v in row] for row in res.rows])
+
+
+def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
     r = random.Random(f"{args['seed']}/ticker/{os.getpid()}")
-    warehouse = conn.config.warehouse
     while not _stopping(args):
         # One index at a time: a failed tick (cleanly: nothing committed) stops no other.
         for view, _, _ in _maintained(conn):
@@ -125,7 +137,7 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
             try:
                 for rep in conn.tick(object=view):
                     j.write(ev="tick", n=1, view=view, mode=rep.strategy, error=rep.error,
-                            secs=round(rep.seconds, 2))
+                            secs=round(rep.seconds, 2), upper=rep.upper_after)
             except Exception as exc:
                 _error(j, "tick", exc, view=view)
         for _ in range(r.randint(0, 3)):
@@ -134,16 +146,7 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 break
             view, index_id, cluster = r.choice(views)
             try:
-                shard = IndexShard(paths.index(warehouse, index_id))
-                if not shard.exists():  # dropped since _maintained looked
-                    continue
-                at, err = shard.state()
-                if at < 0 or err:
-                    continue
-                conn.execute(f"SET cluster = {cluster}")
-                res = conn.execute(f"SELECT * FROM {view} AS OF {at}")
-                j.write(ev="read", view=view, at=at,
-                        rows=[[_norm(v) for v in row] for row in res.rows])
+                read_at_upper(conn, j, view, index_id, cluster)
             except Exception as exc:
                 _error(j, "read", exc, view=view)
         if r.random() < 0.5:
