@@ -236,6 +236,13 @@ def _start(master: str | None) -> Any:
         .master(url)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # The status store keeps every SQL execution, job and stage up to these counts
+        # (1,000 each by default) even with the UI off: in a long-lived process that is
+        # memory that grows for its first thousand statements and serves nobody. Jobs
+        # stay enough for counting_jobs, which reads a tick's jobs right after it.
+        .config("spark.sql.ui.retainedExecutions", "20")
+        .config("spark.ui.retainedJobs", "200")
+        .config("spark.ui.retainedStages", "200")
         .config("spark.driver.memory", driver_memory())
         .config("spark.driver.extraJavaOptions",
                 f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
@@ -798,3 +805,65 @@ def translate_error(e: Exception) -> Error:
         return UnknownFunction(f"function {m.group(1).lower()} does not exist")
     first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
     return Error(f"query failed in Spark: {first}")
+
+
+def retained() -> dict[str, int]:
+    """What the process's Spark holds between statements, counted (a long-lived process
+    must not grow these with the number of statements it ran): blocks in the driver's
+    memory store (broadcasts: a broadcast join's hash relation, a job's task binary),
+    the bytes they take, persisted RDDs, temporary views, and what the status store
+    keeps of SQL executions, jobs and stages. In-process Spark only."""
+    spark = session()
+    sc = spark.sparkContext._jsc.sc()
+    jvm = spark._jvm
+
+    # Fields by reflection: py4j lists a class's methods to call one, and SparkEnv's
+    # and BlockManager's name protobuf classes that pyspark's jars leave out.
+    def field(cls: str, name: str, target: Any) -> Any:
+        f = jvm.java.lang.Class.forName(cls).getDeclaredField(name)
+        f.setAccessible(True)
+        return f.get(target)
+
+    env = sc.env()
+    entries = field("org.apache.spark.storage.memory.MemoryStore", "entries", field(
+        "org.apache.spark.storage.BlockManager", "memoryStore",
+        field("org.apache.spark.SparkEnv", "blockManager", env)))
+    names: list[str] = []
+    for _ in range(5):  # the store changed while it was listed: list it again
+        try:
+            names = [n for n in str(entries.keySet().toString()).strip("[]").split(", ") if n]
+            break
+        except Exception:
+            continue
+    storage = field("org.apache.spark.SparkEnv", "_memoryManager", env).storageMemoryUsed()
+    kv = sc.statusStore().store()
+
+    def count(cls: str) -> int:
+        return int(kv.count(jvm.java.lang.Class.forName(cls)))
+
+    return {
+        "broadcast blocks": sum(n.startswith("broadcast_") for n in names),
+        "memory store blocks": len(names),
+        "storage bytes": int(storage),
+        "persisted RDDs": int(sc.getPersistentRDDs().size()),
+        "temp views": int(spark._jsparkSession.sessionState().catalog()
+                          .getTempViewNames().size()),
+        "SQL executions": count("org.apache.spark.sql.execution.ui.SQLExecutionUIData"),
+        "jobs": count("org.apache.spark.status.JobDataWrapper"),
+        "stages": count("org.apache.spark.status.StageDataWrapper"),
+    }
+
+
+def heap_after_gc() -> int:
+    """The in-process JVM's heap in use after full collections, in bytes. Three, a
+    moment apart: Spark's ContextCleaner drops a broadcast's blocks only after a
+    collection found the broadcast unreachable, and those blocks go with a later one."""
+    import time
+
+    jvm = session()._jvm
+    for _ in range(2):
+        jvm.java.lang.System.gc()
+        time.sleep(0.5)
+    jvm.java.lang.System.gc()
+    return int(jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+               .getHeapMemoryUsage().getUsed())
