@@ -243,6 +243,16 @@ def _start(master: str | None) -> Any:
         .config("spark.sql.ui.retainedExecutions", "20")
         .config("spark.ui.retainedJobs", "200")
         .config("spark.ui.retainedStages", "200")
+        # Every read hands Spark new Delta files by name, and Spark keeps each file's
+        # status in a cache shared by the session, up to 250 MB by default: ~1 KB per
+        # file, never read again once compaction replaced the file. A few thousand
+        # files' worth still spares re-reading the statuses of a read's live files.
+        .config("spark.sql.hive.filesourcePartitionFileCacheSize", str(8 * 2**20))
+        # A broadcast join's hash relation stays in the block manager until the
+        # ContextCleaner sees its broadcast collected, which with a heap mostly idle
+        # may take a long while (a full GC every 30 minutes by default): hundreds of
+        # them were seen waiting in a process that ticked for 40 minutes.
+        .config("spark.cleaner.periodicGC.interval", "5min")
         .config("spark.driver.memory", driver_memory())
         .config("spark.driver.extraJavaOptions",
                 f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
@@ -820,6 +830,8 @@ def retained() -> dict[str, int]:
     # Fields by reflection: py4j lists a class's methods to call one, and SparkEnv's
     # and BlockManager's name protobuf classes that pyspark's jars leave out.
     def field(cls: str, name: str, target: Any) -> Any:
+        if target is None:  # not made yet (the memory store is a lazy val): empty
+            return None
         f = jvm.java.lang.Class.forName(cls).getDeclaredField(name)
         f.setAccessible(True)
         return f.get(target)
@@ -829,7 +841,8 @@ def retained() -> dict[str, int]:
         "org.apache.spark.storage.BlockManager", "memoryStore",
         field("org.apache.spark.SparkEnv", "blockManager", env)))
     names: list[str] = []
-    for _ in range(5):  # the store changed while it was listed: list it again
+    # Listed again if the store changed meanwhile.
+    for _ in range(5 if entries is not None else 0):
         try:
             names = [n for n in str(entries.keySet().toString()).strip("[]").split(", ") if n]
             break
