@@ -868,15 +868,24 @@ def retained() -> dict[str, int]:
 
 
 def heap_after_gc() -> int:
-    """The in-process JVM's heap in use after full collections, in bytes. Three, a
-    moment apart: Spark's ContextCleaner drops a broadcast's blocks only after a
-    collection found the broadcast unreachable, and those blocks go with a later one."""
+    """The in-process JVM's heap in use after full collections, in bytes. Python's first:
+    a DataFrame it no longer uses keeps its JVM plan until its py4j proxy is collected.
+    Then the JVM's, until the memory store stops shrinking: Spark's ContextCleaner
+    drops a broadcast's blocks only after a collection found the broadcast unreachable,
+    and those blocks go with a later one."""
+    import gc
     import time
 
+    gc.collect()
     jvm = session()._jvm
-    for _ in range(2):
+    blocks = None
+    for _ in range(10):
         jvm.java.lang.System.gc()
-        time.sleep(0.5)
+        time.sleep(0.3)
+        now = retained()["memory store blocks"]
+        if now == blocks:
+            break
+        blocks = now
     jvm.java.lang.System.gc()
     return int(jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
                .getHeapMemoryUsage().getUsed())
