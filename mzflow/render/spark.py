@@ -868,16 +868,20 @@ def retained() -> dict[str, int]:
 
 
 def heap_after_gc() -> int:
-    """The in-process JVM's heap in use after full collections, in bytes. Python's first:
-    a DataFrame it no longer uses keeps its JVM plan until its py4j proxy is collected.
-    Then the JVM's, until the memory store stops shrinking: Spark's ContextCleaner
-    drops a broadcast's blocks only after a collection found the broadcast unreachable,
-    and those blocks go with a later one."""
+    """The in-process JVM's heap in use after full collections, in bytes. Python's
+    first, once Spark's listeners caught up: a DataFrame it no longer uses keeps its JVM
+    plan until its py4j proxy is collected. Then the JVM's, until the memory store stops
+    shrinking: Spark's ContextCleaner drops a broadcast's blocks only after a collection
+    found the broadcast unreachable, and those blocks go with a later one."""
     import gc
     import time
 
+    spark = session()
+    # A finished query's end event holds its plan (its broadcasts) until the listener
+    # bus has delivered it.
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     gc.collect()
-    jvm = session()._jvm
+    jvm = spark._jvm
     blocks = None
     for _ in range(10):
         jvm.java.lang.System.gc()
