@@ -14,7 +14,7 @@ BENCH_ARGS ?=
 # two processes on 2 cores finish in well under the serial time.
 TEST_WORKERS ?= 2
 
-.PHONY: help install demo test lint typecheck pytest fast bench bench-growth slt soak clean
+.PHONY: help install demo test lint typecheck pytest fast bench bench-growth slt soak soakmem clean
 
 help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench      mzflow vs full recompute vs Spark Declarative Pipelines (TPC-H SF $(BENCH_SF))"
 	@echo "make bench-growth  tick cost as tables grow 20x, and over 300 ticks"
 	@echo "make soak       kill -9 and faults at random under mixed load, checked against DuckDB (DURATION=$(DURATION) s, SEED=$(SEED))"
+	@echo "make soakmem    one long-lived process: heap after GC and RSS after tick 100 and tick $(TICKS)"
 	@echo "make clean      remove the demo home and caches"
 
 $(STAMP): pyproject.toml
@@ -105,6 +106,12 @@ SEED ?= 1
 SOAK_ARGS ?=
 soak: install
 	MZFLOW_CLUSTER_SPARK=in-process $(PY) scripts/soak.py --duration $(DURATION) --seed $(SEED) $(SOAK_ARGS)
+
+# Issue 19's memory invariant (scripts/soakmem.py): one process, TICKS steps of a write,
+# a tick and a read; fails when the heap after GC or the RSS grew past 1.2x step 100's.
+TICKS ?= 1000
+soakmem: install
+	MZFLOW_CLUSTER_SPARK=in-process $(PY) scripts/soakmem.py --ticks $(TICKS)
 
 clean:
 	rm -rf .mzflow .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -236,6 +236,23 @@ def _start(master: str | None) -> Any:
         .master(url)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        # The status store keeps every SQL execution, job and stage up to these counts
+        # (1,000 each by default) even with the UI off: in a long-lived process that is
+        # memory that grows for its first thousand statements and serves nobody. Jobs
+        # stay enough for counting_jobs, which reads a tick's jobs right after it.
+        .config("spark.sql.ui.retainedExecutions", "20")
+        .config("spark.ui.retainedJobs", "200")
+        .config("spark.ui.retainedStages", "200")
+        # Every read hands Spark new Delta files by name, and Spark keeps each file's
+        # status in a cache shared by the session, up to 250 MB by default: ~1 KB per
+        # file, never read again once compaction replaced the file. A few thousand
+        # files' worth still spares re-reading the statuses of a read's live files.
+        .config("spark.sql.hive.filesourcePartitionFileCacheSize", str(8 * 2**20))
+        # A broadcast join's hash relation stays in the block manager until the
+        # ContextCleaner sees its broadcast collected, which with a heap mostly idle
+        # may take a long while (a full GC every 30 minutes by default): hundreds of
+        # them were seen waiting in a process that ticked for 40 minutes.
+        .config("spark.cleaner.periodicGC.interval", "5min")
         .config("spark.driver.memory", driver_memory())
         .config("spark.driver.extraJavaOptions",
                 f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
@@ -798,3 +815,81 @@ def translate_error(e: Exception) -> Error:
         return UnknownFunction(f"function {m.group(1).lower()} does not exist")
     first = text.strip().splitlines()[0] if text.strip() else type(e).__name__
     return Error(f"query failed in Spark: {first}")
+
+
+def retained() -> dict[str, int]:
+    """What the process's Spark holds between statements, counted (a long-lived process
+    must not grow these with the number of statements it ran): blocks in the driver's
+    memory store (broadcasts: a broadcast join's hash relation, a job's task binary),
+    the bytes they take, persisted RDDs, temporary views, and what the status store
+    keeps of SQL executions, jobs and stages. In-process Spark only."""
+    spark = session()
+    sc = spark.sparkContext._jsc.sc()
+    jvm = spark._jvm
+
+    # Fields by reflection: py4j lists a class's methods to call one, and SparkEnv's
+    # and BlockManager's name protobuf classes that pyspark's jars leave out.
+    def field(cls: str, name: str, target: Any) -> Any:
+        if target is None:  # not made yet (the memory store is a lazy val): empty
+            return None
+        f = jvm.java.lang.Class.forName(cls).getDeclaredField(name)
+        f.setAccessible(True)
+        return f.get(target)
+
+    env = sc.env()
+    entries = field("org.apache.spark.storage.memory.MemoryStore", "entries", field(
+        "org.apache.spark.storage.BlockManager", "memoryStore",
+        field("org.apache.spark.SparkEnv", "blockManager", env)))
+    names: list[str] = []
+    # Listed again if the store changed meanwhile.
+    for _ in range(5 if entries is not None else 0):
+        try:
+            names = [n for n in str(entries.keySet().toString()).strip("[]").split(", ") if n]
+            break
+        except Exception:
+            continue
+    storage = field("org.apache.spark.SparkEnv", "_memoryManager", env).storageMemoryUsed()
+    kv = sc.statusStore().store()
+
+    def count(cls: str) -> int:
+        return int(kv.count(jvm.java.lang.Class.forName(cls)))
+
+    return {
+        "broadcast blocks": sum(n.startswith("broadcast_") for n in names),
+        "memory store blocks": len(names),
+        "storage bytes": int(storage),
+        "persisted RDDs": int(sc.getPersistentRDDs().size()),
+        "temp views": int(spark._jsparkSession.sessionState().catalog()
+                          .getTempViewNames().size()),
+        "SQL executions": count("org.apache.spark.sql.execution.ui.SQLExecutionUIData"),
+        "jobs": count("org.apache.spark.status.JobDataWrapper"),
+        "stages": count("org.apache.spark.status.StageDataWrapper"),
+    }
+
+
+def heap_after_gc() -> int:
+    """The in-process JVM's heap in use after full collections, in bytes. Python's
+    first, once Spark's listeners caught up: a DataFrame it no longer uses keeps its JVM
+    plan until its py4j proxy is collected. Then the JVM's, until the memory store stops
+    shrinking: Spark's ContextCleaner drops a broadcast's blocks only after a collection
+    found the broadcast unreachable, and those blocks go with a later one."""
+    import gc
+    import time
+
+    spark = session()
+    # A finished query's end event holds its plan (its broadcasts) until the listener
+    # bus has delivered it.
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    gc.collect()
+    jvm = spark._jvm
+    blocks = None
+    for _ in range(10):
+        jvm.java.lang.System.gc()
+        time.sleep(0.3)
+        now = retained()["memory store blocks"]
+        if now == blocks:
+            break
+        blocks = now
+    jvm.java.lang.System.gc()
+    return int(jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+               .getHeapMemoryUsage().getUsed())

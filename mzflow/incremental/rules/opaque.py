@@ -8,6 +8,7 @@ contents minus the old.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
 from mzflow.incremental.rules.base import Context, Rule, Strategy, recompute
@@ -15,6 +16,8 @@ from mzflow.plan import ir
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction
+
+_names = itertools.count()
 
 
 class Opaque(Rule):
@@ -30,11 +33,18 @@ class Opaque(Rule):
         from mzflow.render.spark import to_spark_sql
 
         views = {}
-        for get in node.reads:
-            name = f"mz_{mode}_{get.ref}"
-            flow.full(get, mode).toDF(*get.stored).createOrReplaceTempView(name)
-            views[get.ref] = name
-        df = flow.spark.sql(to_spark_sql(node.query, views)).toDF(*node.columns)
+        try:
+            for get in node.reads:
+                name = f"mz_{mode}_{get.ref}_{next(_names)}"
+                flow.full(get, mode).toDF(*get.stored).createOrReplaceTempView(name)
+                views[get.ref] = name
+            df = flow.spark.sql(to_spark_sql(node.query, views)).toDF(*node.columns)
+        finally:
+            # spark.sql analyzes at once: the frame holds the views' plans, not their
+            # names. A view left in the session keeps its plan (the files it read, any
+            # local rows in it) alive, one per input version and time, for good.
+            for name in views.values():
+                flow.spark.catalog.dropTempView(name)
         return flow.restrict(df, r)
 
     def delta(self, flow: Dataflow, node: ir.Opaque) -> Any:
