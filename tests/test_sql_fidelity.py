@@ -128,6 +128,35 @@ def test_read_evaluation_errors_carry_sqlstates(conn: mzflow.Connection) -> None
 
 @pytest.mark.slow
 @pytest.mark.spark
+def test_errors_survive_a_logging_reconfiguration(conn: mzflow.Connection) -> None:
+    """Airflow configures logging with dictConfig in the process that ticks, which
+    re-enables every existing logger it does not name, pyspark's query-context loggers
+    included. Under make test's two processes, a test after an Airflow one got
+    "Logger._log() got an unexpected keyword argument 'errorClass'" instead of the
+    query's error: those loggers had been made as plain loggers."""
+    import logging.config
+
+    conn.execute("CREATE TABLE relog (a int, s text)")
+    conn.execute("INSERT INTO relog VALUES (1, 'x')")
+    from mzflow.render import spark
+
+    spark.session()  # Spark first (it sets those loggers up), then Airflow's logging
+    logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+    from pyspark.logger import PySparkLogger
+
+    # What pyspark does when a failed query carries a query context (whether it does
+    # depends on the call site pyspark captured: not every query here has one).
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).exception("boom", file="f.py", line="1",
+                                                fragment="a / 0", errorClass="DIVIDE_BY_ZERO")
+    for sql, code in (("SELECT a / (a - 1) FROM relog", "22012"),
+                      ("SELECT s::int FROM relog", "22P02")):
+        err = error_of(conn, sql)
+        assert err.code == code and "errorClass" not in str(err), str(err)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
 def test_constant_queries_the_local_executor_cannot_evaluate_run_on_spark(
         conn: mzflow.Connection) -> None:
     # sqlglot's Python executor (for catalog queries) has no NULLIF and fails on - NULL.

@@ -148,6 +148,24 @@ def where() -> str:
     return master if master and master.startswith(("sc://", "spark://")) else "in-process"
 
 
+def _quiet_query_context_loggers() -> None:
+    """pyspark logs every failed query's JVM stack on these loggers; the user gets the
+    same failure as an mzflow error instead.
+
+    They must be pyspark's own logger class: it calls them with keywords
+    (``errorClass=``) that a plain ``logging.Logger`` refuses with a TypeError, which
+    then replaced the query's real error. ``disabled`` alone is not enough either: a
+    later ``logging.config.dictConfig`` (Airflow's, in the same process) re-enables every
+    existing logger it does not name, so the level keeps them quiet too."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logger = PySparkLogger.getLogger(name)
+        logger.setLevel(logging.CRITICAL + 10)
+        logger.propagate = False
+        logger.disabled = True
+
+
 def _connected(url: str, key: object) -> Any:
     with _lock:
         found = _remote.get((url, key))
@@ -156,8 +174,7 @@ def _connected(url: str, key: object) -> Any:
                 _remote.pop(old)  # the server restarted: that session is gone
             from pyspark.sql import SparkSession
 
-            logging.getLogger("SQLQueryContextLogger").disabled = True
-            logging.getLogger("DataFrameQueryContextLogger").disabled = True
+            _quiet_query_context_loggers()
             found = SparkSession.builder.remote(url).create()
             if key is not None:
                 _retry_briefly(found)
@@ -219,10 +236,7 @@ def _start(master: str | None) -> Any:
 
     url = master or os.environ.get("MZFLOW_SPARK_MASTER", "local[*]")
     _master[0] = url
-    # pyspark logs every failed query's JVM stack on this logger; the user gets
-    # the same failure as an mzflow error instead.
-    logging.getLogger("SQLQueryContextLogger").disabled = True
-    logging.getLogger("DataFrameQueryContextLogger").disabled = True
+    _quiet_query_context_loggers()
     if url.startswith("sc://"):
         # Spark Connect: the server owns the JVM and its configuration; only
         # session settings travel with the client.
