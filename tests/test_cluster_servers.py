@@ -189,7 +189,7 @@ def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch)
     while (home / "clusters" / "2" / "server.json").exists() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not (home / "clusters" / "2" / "server.json").exists()
-    from mzflow.storage.exports import process_alive
+    from mzflow.storage.processes import process_alive
 
     log = home / "clusters" / "2" / "server.log"
     while "server stopped: idle for 3.0 s" not in log.read_text() and (

@@ -42,7 +42,7 @@ from mzflow.catalog import sizes
 from mzflow.catalog.model import Cluster, Snapshot
 from mzflow.errors import SparkFailure
 from mzflow.render import spark
-from mzflow.storage.exports import process_alive
+from mzflow.storage.processes import process_alive
 
 STARTED_LINE = "Spark Connect server started"
 SERVER_FILE, LAST_USED, LOG, LOCK = "server.json", "last_used", "server.log", "lock"

@@ -34,7 +34,7 @@ from mzflow.catalog.holds import Hold
 from mzflow.catalog.model import INDEX, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.runtime import reads
-from mzflow.storage.exports import process_alive
+from mzflow.storage.processes import process_alive
 
 log = logging.getLogger("mzflow.holds")
 

@@ -33,6 +33,8 @@ from multiprocessing.connection import Client, Connection, Listener
 from pathlib import Path
 from typing import Any
 
+from mzflow.storage.processes import process_alive
+
 SERVICE_FILE = "ticks.json"  # address, key and what it serves; written once it listens
 log = logging.getLogger("mzflow.tick_service")
 
@@ -48,7 +50,7 @@ def find(home: Path, catalog_url: str, cluster: str) -> dict[str, Any] | None:
         except (OSError, ValueError):
             continue
         if (record.get("cluster") == cluster and record.get("catalog_url") == catalog_url
-                and _alive(int(record.get("pid", 0)))):
+                and process_alive(int(record.get("pid", 0)))):
             return dict(record)
     return None
 
@@ -78,24 +80,12 @@ def wait_for(where: Path, timeout: float = 120.0) -> dict[str, Any] | None:
     while time.monotonic() < deadline and (where / "server.json").exists():
         try:
             record: dict[str, Any] = json.loads((where / SERVICE_FILE).read_text())
-            if _alive(int(record["pid"])):
+            if process_alive(int(record["pid"])):
                 return record
         except (OSError, ValueError, KeyError):
             pass
         time.sleep(0.2)
     return None
-
-
-def _alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- the service ----------------------------------------------------------------------

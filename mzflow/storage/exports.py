@@ -20,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from mzflow.errors import Error
+from mzflow.storage.processes import process_alive
 
 
 class ExportError(Error):
@@ -103,19 +104,3 @@ def _fsync_dir(directory: Path) -> None:
 
 def _writable(directory: Path) -> bool:
     return directory.is_dir() and os.access(directory, os.W_OK)
-
-
-def process_alive(pid: int) -> bool:
-    """Running, not a zombie: a process whose parent has exited may wait unreaped for a
-    while when nothing reaps orphans (containers), and it holds nothing any more."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
