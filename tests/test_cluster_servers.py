@@ -88,6 +88,12 @@ def test_one_server_serves_every_tick_and_a_killed_one_is_replaced(home: Path) -
     log = (home / "clusters" / "2" / "server.log").read_text()
     assert log.count("tick service: ticked") == 2, log[-3000:]
     assert server(home)["pid"] == first["pid"]  # the same server, warm
+    # A session on the server keeps the SIZE's shuffle partitions (xsmall: 2), not the
+    # in-process default of 4.
+    from mzflow.render import spark
+
+    with spark.using(str(first["url"]), int(str(first["started_at"]))):
+        assert spark.session().conf.get("spark.sql.shuffle.partitions") == "2"
     assert view(home) == [(1, 5), (2, 5), (3, 1)]
     with mzflow.connect(str(home)) as conn:
         rows = {r[0]: r[1:] for r in conn.execute(

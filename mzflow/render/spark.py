@@ -59,6 +59,7 @@ class Relation:
 
 
 # What every mzflow session needs, whichever way Spark is reached.
+_SHUFFLE = "spark.sql.shuffle.partitions"
 _SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
@@ -179,6 +180,8 @@ def _connected(url: str, key: object) -> Any:
             if key is not None:
                 _retry_briefly(found)
             for conf_key, value in _SESSION_CONF.items():
+                if key is not None and conf_key == _SHUFFLE:
+                    continue  # a managed server has its SIZE's (cluster_servers.command)
                 found.conf.set(conf_key, value)
             _remote[(url, key)] = found
         return found
