@@ -274,29 +274,19 @@ def _tick_on_service(args: argparse.Namespace) -> int | None:
     """``tick --cluster c`` run by the cluster's warm tick service, if it has one
     (runtime/tick_service.py): this process then imports neither the runtime nor Spark.
     None: no service took it, so this process ticks as usual."""
-    from mzflow import config, errors
     from mzflow.runtime import tick_service
 
-    try:
-        cfg = config.load(args.home, catalog_url=args.catalog_url)
-    except errors.Error:
-        return None  # the usual path reports it
-    if cfg.cluster_spark != "managed" or cfg.spark_master != "local[*]":
-        return None
-    record = tick_service.find(cfg.home, cfg.catalog_url, args.cluster)
-    if record is None:
-        return None
-    answer = tick_service.call(record, {"op": "tick", "object": args.object, "at": args.at,
-                                        "full_refresh": args.full_refresh})
-    if answer is None or "not_mine" in answer:
+    answer = tick_service.ask(args.home, args.catalog_url, args.cluster, {
+        "op": "tick", "object": args.object, "at": args.at,
+        "full_refresh": args.full_refresh})
+    if answer is None:
         return None
     reports = answer.get("reports", [])
     for report in reports:
         print(report["line"], flush=True)
-    failure = answer.get("error")
+    failure = tick_service.failure_of(answer)
     if failure is not None:
-        _print_error(errors.Error(failure["message"], detail=failure["detail"],
-                                  hint=failure["hint"]))
+        _print_error(failure)
         return 1
     if not reports:
         print("nothing to tick: no maintained indexes", file=sys.stderr)

@@ -83,16 +83,17 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     answer = _on_service(home, catalog_url, cluster, {
         "op": "tick", "object": index, "at": at, "full_refresh": full_refresh,
         "view_means_default_index": True})
-    if answer is not None and "reports" in answer:
-        failure = answer.get("error")
-        if failure is not None:
-            from mzflow import errors
+    served = answer is not None and "reports" in answer
+    if answer is not None and served:
+        from mzflow.runtime import tick_service
 
-            if failure["type"] == "ExpectationFailed":
-                raise AirflowFailException(
-                    f"{index}: {failure['message']}\n{failure['detail'] or ''}".strip())
-            raise errors.Error(failure["message"], detail=failure["detail"],
-                               hint=failure["hint"])
+        failure = tick_service.failure_of(answer)
+        if failure is not None:
+            if answer["error"]["type"] == "ExpectationFailed":
+                # As below: the same rows fail on every retry; fixing them helps.
+                raise AirflowFailException(f"{index}: {failure.message}\n"
+                                           f"{failure.detail or ''}".strip())
+            raise failure
         reports = answer["reports"]
     else:
         reports = _tick_here(home, catalog_url, index, at, full_refresh)
@@ -107,8 +108,7 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
         "rows_read": report["rows_read"], "files_read": report["files_read"],
         "rows_changed": report["rows_changed"], "error": report["error"],
         "seconds": round(report["seconds"], 3), "spark_jobs": report["spark_jobs"], "at": at,
-        "served_by": "tick service" if answer is not None and "reports" in answer
-                     else "task process",
+        "served_by": "tick service" if served else "task process",
     }
     if report["error"]:
         # An evaluation error is deterministic: retrying cannot help, fixing the data can.
@@ -127,8 +127,6 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
 def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
                full_refresh: bool) -> list[dict[str, Any]]:
     """The tick in this task process (no tick service, or it did not take it)."""
-    import dataclasses
-
     from airflow.sdk.exceptions import AirflowFailException
 
     import mzflow
@@ -142,28 +140,18 @@ def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
         except ExpectationFailed as e:
             # A FAIL expectation: the same rows fail on every retry; fixing them helps.
             raise AirflowFailException(f"{index}: {e}\n{e.detail or ''}".strip()) from e
-    return [{**dataclasses.asdict(r), "line": r.line()} for r in found]
+    return [r.as_dict() for r in found]
 
 
 def _on_service(home: str, catalog_url: str | None, cluster: str | None,
                 request: dict[str, Any]) -> dict[str, Any] | None:
-    """``request`` answered by the cluster's tick service; None: there is none (or it
-    did not take the request, or the ``mzflow_spark`` connection names a Spark)."""
-    if cluster is None or os.environ.get("MZFLOW_SPARK_MASTER"):
+    """``request`` answered by the cluster's tick service; None: the task does the work
+    (no service, or the ``mzflow_spark`` connection names a Spark)."""
+    if os.environ.get("MZFLOW_SPARK_MASTER"):
         return None
-    from mzflow import config
     from mzflow.runtime import tick_service
 
-    cfg = config.load(home, catalog_url=catalog_url)
-    if cfg.cluster_spark != "managed" or cfg.spark_master != "local[*]":
-        return None
-    record = tick_service.find(cfg.home, cfg.catalog_url, cluster)
-    answer = None if record is None else tick_service.call(record, request)
-    if answer is None or "not_mine" in answer:
-        return None
-    log.info("mzflow: served by cluster %s's tick service (process %s)", cluster,
-             record["pid"] if record else "?")
-    return answer
+    return tick_service.ask(home, catalog_url, cluster, request)
 
 
 def export(home: str, catalog_url: str | None, sink: str,

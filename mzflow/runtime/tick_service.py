@@ -68,6 +68,40 @@ def call(record: dict[str, Any], request: dict[str, Any]) -> dict[str, Any] | No
         return None
 
 
+def ask(home: str | None, catalog_url: str | None, cluster: str | None,
+        request: dict[str, Any]) -> dict[str, Any] | None:
+    """``request`` answered by ``cluster``'s service; None when the caller must do the
+    work itself: no cluster named, no service, a service that did not take it, or a
+    configuration under which ticks do not run on the managed servers at all."""
+    if cluster is None:
+        return None
+    from mzflow import config, errors
+
+    try:
+        cfg = config.load(home, catalog_url=catalog_url)
+    except errors.Error:
+        return None  # the caller's own path reports it
+    if cfg.cluster_spark != "managed" or cfg.spark_master != "local[*]":
+        return None
+    record = find(cfg.home, cfg.catalog_url, cluster)
+    answer = None if record is None else call(record, request)
+    if answer is None or "not_mine" in answer:
+        return None
+    log.info("served by cluster %s's tick service (process %s)", cluster,
+             record["pid"] if record else "?")
+    return answer
+
+
+def failure_of(answer: dict[str, Any]) -> Any:
+    """The error a service's answer carries, as an ``mzflow.Error`` (None: none)."""
+    from mzflow import errors
+
+    failure = answer.get("error")
+    if failure is None:
+        return None
+    return errors.Error(failure["message"], detail=failure["detail"], hint=failure["hint"])
+
+
 def wait_for(where: Path, timeout: float = 120.0) -> dict[str, Any] | None:
     """The service of the cluster whose folder is ``where``, once it listens (it imports
     the runtime first); None if its server stops first, or after ``timeout``."""
@@ -166,8 +200,6 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
     "full_refresh": bool, "view_means_default_index": bool}`` ticks this cluster's
     indexes (or one of them, or a view's);
     ``{"op": "read_ts"}`` is the catalog's newest time. Errors come back as data."""
-    import dataclasses
-
     import mzflow
     from mzflow.runtime import ticks
 
@@ -190,7 +222,7 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
             for report in conn.tick(object=index.name, at=at,
                                     full_refresh=bool(request.get("full_refresh"))):
                 log.info("ticked %s", report.line())
-                reports.append({**dataclasses.asdict(report), "line": report.line()})
+                reports.append(report.as_dict())
         return {"reports": reports, "at": at}
     except mzflow.Error as e:
         return {"reports": reports, "error": {

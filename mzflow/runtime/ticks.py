@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,10 @@ class TickReport:
     error: str | None
     seconds: float
     spark_jobs: int | None = None  # Spark jobs the tick ran (None: not countable)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields and the line: what a tick service sends its caller."""
+        return {**asdict(self), "line": self.line()}
 
     def line(self) -> str:
         state = f"error: {self.error}" if self.error else f"{self.rows_changed} rows changed"
