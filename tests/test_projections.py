@@ -865,3 +865,35 @@ def test_routed_reads_beyond_the_evaluator_run_on_spark(tmp_path: Path) -> None:
         conn.execute("SET optimize_use_projections = false")
         with pytest.raises(EvaluationError, match="division by zero"):
             conn.execute(bad)
+
+
+def test_a_writes_projection_rows_are_computed_ahead_and_named_by_its_file(
+        conn: mzflow.Connection) -> None:
+    # Not marked spark. An append's projection rows are computed from its rows while
+    # the table's own commit runs (issue 16's 1 % INSERT); they must still be stored
+    # under the name of the file that commit wrote, or a DELETE that removes that file
+    # would leave them behind.
+    from deltalake import DeltaTable
+
+    from mzflow.runtime import projections
+    from mzflow.storage.paths import table as table_path
+    from mzflow.storage.projection import PART, part_name
+
+    conn.execute("CREATE TABLE t (k int, g text, v int, "
+                 "PROJECTION agg (SELECT g, sum(v), count(*) GROUP BY g), "
+                 "PROJECTION by_k (SELECT k, v ORDER BY k))")
+    before = projections.AHEAD[0]
+    conn.execute("INSERT INTO t VALUES (3, 'a', 1), (1, 'b', 2), (2, 'a', NULL), (5, NULL, 4)")
+    assert projections.AHEAD[0] - before == 2
+    snap = conn.store.snapshot()
+    files = {part_name(f) for f in DeltaTable(str(table_path(
+        conn.config.warehouse, snap.resolve("t").id))).file_uris()}
+    assert len(files) == 1
+    stored = {p.name: DeltaTable(str(projections.shard_of(conn.config.warehouse, p).path)
+                                 ).to_pyarrow_table() for p in snap.projections}
+    for rows in stored.values():
+        assert set(rows.column(PART).to_pylist()) == files
+    assert sorted(stored["agg"].select(["_k0", "_a0", "_a1"]).to_pylist(), key=repr) == sorted([
+        {"_k0": "a", "_a0": 1, "_a1": 2}, {"_k0": "b", "_a0": 2, "_a1": 1},
+        {"_k0": None, "_a0": 4, "_a1": 1}], key=repr)
+    assert stored["by_k"].column("k").to_pylist() == [1, 2, 3, 5]

@@ -14,7 +14,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,8 @@ ROWS_READ = {"projection": 0, "base": 0}
 ROUTED = [0]  # reads answered from a projection
 # How routed reads ran: in process over the relation's Arrow rows, or on Spark.
 ENGINE = {"arrow": 0, "spark": 0}
+# Projections whose rows of a write were computed while the table's commit ran.
+AHEAD = [0]
 
 _seq = itertools.count()
 PartitionValue = tuple[str | None, ...]  # IN PARTITION's literal per PARTITION BY column
@@ -260,14 +262,74 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
 
+# A write's rows before they have a file: their part name until the commit names it.
+_UNWRITTEN = "<unwritten>"
+_PREPARING = ThreadPoolExecutor(4, thread_name_prefix="projection-prepare")
+
+
+@dataclass
+class Prepared:
+    """An append's projection rows, computed from its rows in memory while the table's
+    own Delta write runs: the write then pays only for the projections' commits (issue
+    16's 1 % INSERT target). Per projection: (its rows, with the part ``_UNWRITTEN``,
+    seconds spent) or None when Spark must compute them (after the commit, as before).
+    The work touches only the rows in memory, so a write that fails leaves it to finish
+    unwatched."""
+    rows: pa.Table
+    ready: dict[tuple[str, str, tuple[Any, ...]], Future[tuple[pa.Table, float] | None]]
+
+    def take(self, table: Item, projection: Projection, part: str
+             ) -> tuple[pa.Table, float] | None:
+        """``projection``'s rows of the one file the append wrote, named ``part``; None
+        when the projection changed since (or was made since), or was not computed."""
+        future = self.ready.get((projection.id, projection.query, table.columns))
+        try:
+            done = future.result() if future is not None else None
+        except Exception as e:  # computed again after the commit, by the usual path
+            log.warning("projection %s: computing ahead failed: %s", projection.name, e)
+            return None
+        if done is None:
+            return None
+        rows, seconds = done
+        AHEAD[0] += 1
+        named = pa.array([part] * rows.num_rows, pa.string())
+        return rows.set_column(rows.schema.get_field_index(PART), PART, named), seconds
+
+
+def prepare(snap: Snapshot, table: Item, rows: pa.Table) -> Prepared | None:
+    """Start computing every projection's rows of an append's ``rows`` (see Prepared);
+    None when the table has no projection."""
+    projections = snap.projections_on(table.id)
+    if not projections or rows.num_rows == 0:
+        return None
+    ready = {(p.id, p.query, table.columns): _PREPARING.submit(
+        _ahead, table, shape_of(snap, table, p), rows) for p in projections}
+    return Prepared(rows, ready)
+
+
+def _ahead(table: Item, s: Shape, rows: pa.Table
+           ) -> tuple[pa.Table, float] | None:
+    started = time.monotonic()
+    in_memory = {_UNWRITTEN: rows}
+    if s.kind == shapes.SORTED and not s.where:
+        out: pa.Table | None = _sorted_rows(s, [_UNWRITTEN], in_memory)
+    elif s.kind == AGGREGATE:
+        out = _aggregate_rows(table, s, [_UNWRITTEN], in_memory)
+        out = _plain(out) if out is not None else None
+    else:  # a Spark job, which reads the file: after the commit
+        return None
+    if out is None:
+        return None
+    return out, time.monotonic() - started
+
+
 def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
-                   operation: str, written: tuple[int, pa.Table] | None = None
-                   ) -> list[Outcome]:
+                   operation: str, prepared: Prepared | None = None) -> list[Outcome]:
     """After a table commit at ``version``: store every projection's rows of the parts
     that version added. Idempotent (txn ``(proj-<id>, version)``); a failure leaves the
     parts to be projected on the fly, and is logged, never raised: the write has
-    committed. ``written``: (version, rows) that an append of that version wrote; when
-    they went to one file, that file is not read back."""
+    committed. ``prepared``: the append that made ``version`` and its projection rows
+    computed ahead; used when the append went to one file."""
     projections = snap.projections_on(table.id)
     if not projections or version == 0:
         return []
@@ -276,13 +338,16 @@ def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
     if new is None:
         before = {part_name(f) for f in shard.files(version - 1)}
         new = [f for f in shard.files(version) if part_name(f) not in before]
-    in_memory = {new[0]: written[1]} if (
-        written is not None and written[0] == version and len(new) == 1) else {}
+    one_file = prepared is not None and len(new) == 1
+    in_memory = {new[0]: prepared.rows} if one_file and prepared is not None else {}
 
     def keep(projection: Projection) -> Outcome | None:
+        ahead = (prepared.take(table, projection, part_name(new[0]))
+                 if one_file and prepared is not None else None)
         try:
             return _add_parts(snap, warehouse, table, projection, new,
-                              (f"proj-{projection.id}", version), operation, in_memory)
+                              (f"proj-{projection.id}", version), operation, in_memory,
+                              ahead)
         except Exception as e:  # the parts stay unmaterialized: reads project them
             log.warning("projection %s of %s not kept for version %d: %s", projection.name,
                         table.qualified_name, version, e)
@@ -301,7 +366,9 @@ def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
 
 def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
                files: list[str], txn: tuple[str, int], operation: str,
-               in_memory: dict[str, pa.Table] | None = None) -> Outcome:
+               in_memory: dict[str, pa.Table] | None = None,
+               ahead: tuple[pa.Table, float] | None = None) -> Outcome:
+    """``ahead``: the rows of ``files`` (one), computed while the table's commit ran."""
     s = shape_of(snap, table, projection)
     started = time.monotonic()
     result = Outcome(projection.name)
@@ -311,8 +378,11 @@ def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Project
     files = [f for f in files if part_name(f) not in kept]
     if not files:
         return result
-    rows = compute(table, s, files, in_memory)
-    seconds = time.monotonic() - started
+    if ahead is not None and len(files) == 1:
+        rows, seconds = ahead
+    else:
+        rows = compute(table, s, files, in_memory)
+        seconds = time.monotonic() - started
     stats = {"operation": operation, "parts": len(files), "rows": rows.num_rows,
              "bytes": rows.nbytes, "seconds": round(seconds, 4), "table_version": txn[1]}
     _store(shard_of(warehouse, projection), rows, txn, stats,

@@ -37,7 +37,11 @@ log = logging.getLogger("mzflow.write")
 IdempotencyKey = tuple[str, int]
 # The rows a write's expectations let through (see runtime/quality.py).
 Check = Callable[[Writer, Item, pa.Table], pa.Table]
-Produce = Callable[[Writer, Item, Shard, Check], tuple[int, Callable[[int], int]]]
+# What a write will commit: its row count, the commit (given the time, returns the new
+# version), and the rows when it is an append of them (its projections are computed from
+# those while the table's own commit runs).
+Produced = tuple[int, Callable[[int], int], pa.Table | None]
+Produce = Callable[[Writer, Item, Shard, Check], Produced]
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,7 @@ class TableWrites:
                                   f"{item.qualified_name}, skipping")
                         return WriteResult(f"{status} 0", 0, None, None, (notice,))
                 _adopt_orphan(w, shard)
-                count, apply = produce(w, item, shard, check)
+                count, apply, appended = produce(w, item, shard, check)
                 checked = box[0] if box else None
                 bad = checked.quarantined if checked is not None else None
                 if count == 0 and key is None and bad is None:
@@ -105,6 +109,8 @@ class TableWrites:
                     return WriteResult(f"{status} 0", 0, None, None,
                                        tuple(checked.notices) if checked else ())
                 ts = w.allocate_ts()
+                prepared = (projections.prepare(w.snapshot, item, appended)
+                            if appended is not None else None)
                 version = self._apply(w, item, ts, count if key is None else 1, apply, bad)
                 if checked is not None:
                     w.record_results(*checked.records(ts))
@@ -120,11 +126,9 @@ class TableWrites:
             # that no other writer of the projection (MATERIALIZE) stores a part twice.
             # A part whose rows are not stored (a crash in between) is projected on the
             # fly by its readers.
-            written, shard.last_written = shard.last_written, None
             with self.store.write() as again:
                 projections.keep_new_parts(again.snapshot, self.warehouse, item, version,
-                                           verb, written)
-        shard.last_written = None
+                                           verb, prepared)
         log.info("%s %s: %d rows, version %s at %d", status, item.qualified_name, count,
                  version, ts)
         return WriteResult(f"{status} {count}", count, version, ts,
@@ -151,10 +155,10 @@ class TableWrites:
     def append(self, name: exp.Table, rows: pa.Table, key: IdempotencyKey) -> WriteResult:
         """Append ``rows`` (the table's columns, its types) once: what a tick quarantines."""
         def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> tuple[int, Callable[[int], int]]:
+                    ) -> Produced:
             data = _with_rowids(w, shard, check(w, item, rowconv.conform(
                 rows, targets_of(item))))
-            return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
+            return _appending(w, shard, data, key)
 
         return self._commit(name, key, "INSERT 0", produce)
 
@@ -167,12 +171,12 @@ class TableWrites:
         source = stmt.expression
 
         def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> tuple[int, Callable[[int], int]]:
+                    ) -> Produced:
             targets = targets_of(item)
             order = _column_order(item, names)
             data = check(w, item, self._rows_for_insert(w.snapshot, source, targets, order))
             data = _with_rowids(w, shard, data)
-            return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
+            return _appending(w, shard, data, key)
 
         return self._commit(target, key, "INSERT 0", produce)
 
@@ -218,19 +222,19 @@ class TableWrites:
 
     def delete(self, stmt: exp.Delete, key: IdempotencyKey | None = None) -> WriteResult:
         def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> tuple[int, Callable[[int], int]]:
+                    ) -> Produced:
             query = exp.select(exp.column(ROWID)).from_(_ref(item))
             if stmt.args.get("where") is not None:
                 query = query.where(stmt.args["where"].this)
             ids = self.read(w.snapshot, query, w.snapshot.read_ts).column(0)
-            return len(ids), lambda ts: shard.delete_rows(ids.combine_chunks(), ts, key)
+            return len(ids), lambda ts: shard.delete_rows(ids.combine_chunks(), ts, key), None
 
         _warm_spark()
         return self._commit(stmt.this, key, "DELETE", produce)
 
     def update(self, stmt: exp.Update, key: IdempotencyKey | None = None) -> WriteResult:
         def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> tuple[int, Callable[[int], int]]:
+                    ) -> Produced:
             sets: dict[str, exp.Expr] = {}
             known = {c.name for c in item.columns}
             for assignment in stmt.expressions:
@@ -251,7 +255,7 @@ class TableWrites:
                                     computed.column(len(targets)))
             # A row that fails DROP ROW or QUARANTINE keeps its old values.
             new = check(w, item, new)
-            return new.num_rows, lambda ts: shard.update_rows(new, ts, key)
+            return new.num_rows, lambda ts: shard.update_rows(new, ts, key), None
 
         _warm_spark()
         return self._commit(stmt.this, key, "UPDATE", produce)
@@ -266,14 +270,20 @@ class TableWrites:
         path = Path(files[0].this)
 
         def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> tuple[int, Callable[[int], int]]:
+                    ) -> Produced:
             from mzflow.storage.files import read_file
 
             data = check(w, item, read_file(path, targets_of(item), **options))
             data = _with_rowids(w, shard, data)
-            return data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w))
+            return _appending(w, shard, data, key)
 
         return self._commit(stmt.this, key, "COPY", produce)
+
+
+def _appending(w: Writer, shard: Shard, data: pa.Table, key: IdempotencyKey | None
+               ) -> Produced:
+    return (data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w)),
+            data)
 
 
 def _warm_spark() -> None:

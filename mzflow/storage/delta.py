@@ -129,7 +129,6 @@ class Shard:
         self.path = Path(path)
         self._dt: Any = None  # the open table; a statement opens it once
         self._partitioned: tuple[str, ...] | None = None  # its PARTITION BY columns
-        self.last_written: tuple[int, pa.Table] | None = None
 
     @classmethod
     def shared(cls, path: Path) -> Shard:
@@ -182,11 +181,7 @@ class Shard:
         write_deltalake(self._table(), partitions.with_keys(data, self.partitioned_by()),
                         mode="append", target_file_size=file_size,
                         commit_properties=_props(ts, txn, top))
-        version = self.version()
-        # What this append wrote, for whoever reads the new files back right away (a
-        # projection's new parts): the rows are in memory already.
-        self.last_written = (version, data)
-        return version
+        return self.version()
 
     @_writes
     def _record_txn(self, ts: int, txn: tuple[str, int]) -> int:
