@@ -95,9 +95,10 @@ def test_airflow_dags_have_pools_params_and_asset_schedules(home: Path) -> None:
     assert set(built) == {"mzflow_a", "mzflow_b"}
     a, b = built["mzflow_a"], built["mzflow_b"]
     assert {t.task_id: t.pool for t in a.tasks} == {
-        "pick_time": "default_pool", "v0_by_k": "mzflow_a", "m1": "mzflow_a",
-        "m1_by_v": "mzflow_a", "m2": "mzflow_a"}
-    assert a.get_task("m2").upstream_task_ids == {"pick_time", "m1", "m1_by_v"}
+        "v0_by_k": "mzflow_a", "m1": "mzflow_a", "m1_by_v": "mzflow_a", "m2": "mzflow_a"}
+    # No task runs before the ticks: the first records the run's time (catalog/runs.py).
+    assert a.get_task("m2").upstream_task_ids == {"m1", "m1_by_v"}
+    assert a.get_task("v0_by_k").upstream_task_ids == set()
     assert a.get_task("m1").downstream_task_ids == {"m2"}
     assert a.schedule is None
     assert isinstance(b.schedule, AssetAny)
@@ -279,8 +280,8 @@ def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
     res, log = run_dag_steps(home, airflow_db, tmp_path, LOADER, steps,
                              {"MZFLOW_RECOMPUTE_SHARE": "1000"})
     first, m2_1, restricted, m2_2, full, idle, m2_3, b_run, m3 = res
-    assert first == ["success", {"pick_time": "success", "v0_by_k": "success",
-                                 "m1": "success", "m1_by_v": "success", "m2": "success"}]
+    assert first == ["success", {"v0_by_k": "success", "m1": "success",
+                                 "m1_by_v": "success", "m2": "success"}]
     assert m2_1 == [[1, 20], [3, 14]]
     assert restricted[0] == "success"
     # "m1" picks m1's indexes (as `mzflow tick --object m1` does), not what reads it.
@@ -289,8 +290,7 @@ def test_dag_test_ticks_views_and_honours_params(home: Path, airflow_db: Path,
     assert m2_2 == m2_1
     assert full[1]["m2"] == "success" and full[1]["m1"] == "skipped"  # m1 already there
     assert m2_3 == [[1, 20], [3, 14], [4, 2], [5, 4]]
-    assert idle[0] == "success" and set(idle[1].values()) == {"success", "skipped"}
-    assert all(s == "skipped" for k, s in idle[1].items() if k != "pick_time")
+    assert idle[0] == "success" and set(idle[1].values()) == {"skipped"}
     assert b_run[0] == "success" and m3 == [[1, 1], [3, 1], [4, 1], [5, 1]]
     # The task log says what the tick read and wrote.
     assert "mzflow tick: materialize.public.m2_primary_idx: upper " in log
@@ -368,6 +368,32 @@ def test_dsl_declarations_order_ticks_without_touching_the_catalog(tmp_path: Pat
     assert not (tmp_path / "h").exists()  # declaring writes nothing
     with pytest.raises(mzflow.Error, match="unknown cluster size 'huge'"):
         mz.cluster("z", size="huge")
+
+
+def test_a_maintain_groups_ticks_share_a_time_of_their_own(tmp_path: Path) -> None:
+    # No pick task: the group's first tick records the time under the run and the
+    # group (a load earlier in the same run, or another group, has its own).
+    from types import SimpleNamespace
+
+    from airflow.sdk import DAG
+
+    from mzflow.airflow import tasks
+    from mzflow.airflow.dsl import Catalog
+
+    mz = Catalog(home=str(tmp_path / "h"))
+    a = mz.cluster("a")
+    mz.table("t", "k int")
+    mz.materialized_view("m1", "SELECT k FROM t", a)
+    mz.materialized_view("m2", "SELECT k FROM m1", a)
+    with DAG("d", schedule=None) as dag:
+        mz.maintain(a)
+    ops = {t.task_id: t for t in dag.tasks}
+    assert set(ops) == {"maintain_a.m1", "maintain_a.m2"}
+    assert ops["maintain_a.m2"].upstream_task_ids == {"maintain_a.m1"}
+    assert {(o.run_scope, o.time_task_id) for o in ops.values()} == {("maintain_a", None)}
+    ti = SimpleNamespace(dag_id="d", run_id="manual__x")
+    assert tasks.run_key({"ti": ti}, "maintain_a") == "d/manual__x/maintain_a"
+    assert tasks.run_key({"ti": ti}) == "d/manual__x"
 
 
 @pytest.mark.slow

@@ -16,9 +16,10 @@ pools:
   that finds its index already at the run's time is *skipped*, which emits no asset
   event, so the back-and-forth ends after one round.
 
-Within a DAG, tasks follow dependencies; ``pick_time`` runs first so the whole run
-targets one time. Params (``full_refresh``, ``objects``, ``at``) render as a form in
-the Airflow 3 trigger dialog.
+Within a DAG, tasks follow dependencies; the run's first tick records the time the
+whole run targets (catalog/runs.py: no task of its own, which cost every run a
+second). Params (``full_refresh``, ``objects``, ``at``) render as a form in the
+Airflow 3 trigger dialog.
 
 Each sink is a DAG of its own, ``mzflow_sink_<sink>``, on the sink's schedule as a
 ``CronDataIntervalTimetable`` in the sink's time zone, starting with the interval that
@@ -41,11 +42,10 @@ from airflow.sdk import DAG, Asset, AssetAny, CronDataIntervalTimetable, Param
 
 from mzflow.airflow.graph import ClusterDag, SinkDag, cluster_dags, sink_dags
 from mzflow.airflow.operators import (
-    MzflowPickTimeOperator,
     MzflowSinkOperator,
     MzflowTickOperator,
 )
-from mzflow.airflow.tasks import EXPORT, PICK_TIME
+from mzflow.airflow.tasks import EXPORT
 from mzflow.catalog.model import Snapshot
 
 log = logging.getLogger(__name__)
@@ -91,8 +91,6 @@ def build_dag(plan: ClusterDag, home: str, catalog_url: str | None,
         doc_md=_doc(plan),
     )
     with dag:
-        pick = MzflowPickTimeOperator(task_id=PICK_TIME, home=home, catalog_url=catalog_url,
-                                      cluster=plan.cluster)
         ops: dict[str, MzflowTickOperator] = {}
         for t in plan.tasks:
             op = MzflowTickOperator(
@@ -103,7 +101,6 @@ def build_dag(plan: ClusterDag, home: str, catalog_url: str | None,
                 trigger_rule="none_failed",
                 doc_md=f"Ticks index `{t.index}` on `{t.on}`.",
             )
-            pick >> op
             for u in t.upstream:
                 ops[u] >> op
             ops[t.task_id] = op

@@ -17,7 +17,7 @@ parses DAG files often, in many processes, with a timeout; writing the catalog t
 would race and repeat. Declaring is pure Python (no catalog access, no Spark), and
 ``deploy()`` is the task that creates what is missing, idempotently, at run time.
 
-``maintain(cluster)`` is a task group: ``pick_time``, then one tick per maintained
+``maintain(cluster)`` is a task group: one tick per maintained
 object declared in this file for that cluster (in the cluster's pool), ordered by
 what reads what, the same rules as the generated DAGs (``graph.py``). Ticks are
 idempotent, so an object maintained here and by the generated ``mzflow_<cluster>``
@@ -151,19 +151,18 @@ class Catalog:
         """A task group ticking the objects declared here for ``cluster``."""
         from airflow.sdk import TaskGroup
 
-        from mzflow.airflow.operators import MzflowPickTimeOperator, MzflowTickOperator
+        from mzflow.airflow.operators import MzflowTickOperator
 
         name = self._cluster(cluster)
         with TaskGroup(group_id or f"maintain_{safe_id(name)}") as group:
-            pick = MzflowPickTimeOperator(task_id="pick_time", home=self.resolved_home,
-                                          catalog_url=self.catalog_url, cluster=name)
             ops: dict[str, Any] = {}
             for t in self.plan(name):
                 op = MzflowTickOperator(
                     task_id=t.task_id, index=t.index, names=sorted(t.names()),
                     home=self.resolved_home, catalog_url=self.catalog_url, pool=pool_name(name),
-                    time_task_id=pick.task_id, trigger_rule="none_failed", cluster=name)
-                pick >> op
+                    # The group's ticks share a time, recorded by the first of them:
+                    # other work of the run (a load before this group) is not theirs.
+                    run_scope=group.group_id or "", trigger_rule="none_failed", cluster=name)
                 for u in t.upstream:
                     ops[u] >> op
                 ops[t.task_id] = op

@@ -15,7 +15,9 @@ from mzflow.airflow import tasks
 
 
 class MzflowPickTimeOperator(BaseOperator):
-    """First task of a maintenance run: the one time every tick of the run targets."""
+    """The one time every tick of a run targets, as a task of its own. Generated DAGs no
+    longer have it (a tick finds its run's time itself: catalog/runs.py); kept for DAG
+    files that name it as their ticks' ``time_task_id``."""
 
     ui_color = "#e8f1fb"
 
@@ -29,23 +31,26 @@ class MzflowPickTimeOperator(BaseOperator):
 
 
 class MzflowTickOperator(BaseOperator):
-    """Tick one maintained index (``mzflow tick --object <index>``) to the run's time."""
+    """Tick one maintained index (``mzflow tick --object <index>``) to the run's time:
+    the ``at`` param, the upstream cluster's time, the one recorded for the run (and
+    ``run_scope``) by its first tick, or the XCom of the pick task ``time_task_id``."""
 
     template_fields: Sequence[str] = ("index",)
     ui_color = "#d6eadf"
 
     def __init__(self, *, index: str, home: str, catalog_url: str | None = None,
-                 names: Sequence[str] = (), time_task_id: str = tasks.PICK_TIME,
-                 cluster: str | None = None, **kwargs: Any) -> None:
+                 names: Sequence[str] = (), time_task_id: str | None = None,
+                 cluster: str | None = None, run_scope: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.index, self.home, self.catalog_url = index, home, catalog_url
         self.names = list(names) or [index]
-        self.time_task_id = time_task_id  # the run's MzflowPickTimeOperator
+        self.time_task_id = time_task_id  # a MzflowPickTimeOperator, if the DAG has one
         self.cluster = cluster  # whose warm tick service may run it (tick_service.py)
+        self.run_scope = run_scope  # ticks sharing a run's time: the DAG's, or a group's
 
     def execute(self, context: Any) -> dict[str, Any]:
         return tasks.tick(self.home, self.catalog_url, self.index, self.names, context,
-                          self.time_task_id, self.cluster)
+                          self.time_task_id, self.cluster, self.run_scope)
 
 
 class MzflowSinkOperator(BaseOperator):

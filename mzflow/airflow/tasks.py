@@ -4,8 +4,8 @@ mzflow itself is imported inside the callables: the DAG file only names them, so
 the dag-processor never loads the runtime, let alone Spark or delta-rs. A tick goes
 through ``mzflow.connect(...).tick(...)``, the same runtime as ``mzflow tick``.
 
-Every run ticks all its tasks to one time, chosen by the run's first task
-(``pick_time``), so a run leaves the cluster's indexes consistent with each other.
+Every run ticks all its tasks to one time, recorded by the run's first tick
+(catalog/runs.py), so a run leaves the cluster's indexes consistent with each other.
 A tick is one idempotent Delta commit (txn id ``tick-<index>`` + time): a retried
 or duplicated task either finds the work done or does it once.
 
@@ -26,15 +26,31 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-PICK_TIME = "pick_time"
 EXPORT = "export"
 
 
 def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any],
               cluster: str | None = None) -> int:
-    """The run's target time: the ``at`` param; else, for a run triggered by another
-    cluster's ticks, the latest time those ticks reached (so a downstream cluster
-    catches up to exactly what its inputs hold); else every committed write."""
+    """The time of a run's ``MzflowPickTimeOperator`` (DAGs written before ticks found
+    their run's time themselves, see ``tick``): the same rules, recorded per pick task."""
+    at = given_time(context)
+    if at is not None:
+        return at
+    key = run_key(context, context["ti"].task_id)
+    answer = _on_service(home, catalog_url, cluster, {"op": "run_time", "run": key})
+    if answer is not None and "run_time" in answer:
+        ts = int(answer["run_time"])
+    else:
+        ts = _recorded_time(home, catalog_url, key)
+    log.info("mzflow: target time %s (every committed write)", ts)
+    return ts
+
+
+def given_time(context: Mapping[str, Any]) -> int | None:
+    """The run's target time if the run says it: the ``at`` param; else, for a run
+    triggered by another cluster's ticks, the latest time those ticks reached (so a
+    downstream cluster catches up to exactly what its inputs hold). None: the run's
+    first tick records every committed write's time (catalog/runs.py)."""
     at = context["params"].get("at")
     if at is not None:
         log.info("mzflow: target time %s (param at)", at)
@@ -44,16 +60,23 @@ def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any],
     if upstream:
         log.info("mzflow: target time %s (from upstream asset events)", max(upstream))
         return max(upstream)
-    answer = _on_service(home, catalog_url, cluster, {"op": "read_ts"})
-    if answer is not None and "read_ts" in answer:
-        ts = int(answer["read_ts"])
-    else:
-        import mzflow
+    return None
 
-        with mzflow.connect(home, catalog_url=catalog_url) as conn:
-            ts = conn.store.snapshot().read_ts
-    log.info("mzflow: target time %s (every committed write)", ts)
-    return ts
+
+def run_key(context: Mapping[str, Any], scope: str = "") -> str:
+    """What the run's ticks record their time under: the DAG run, and ``scope`` (a task
+    group of its own, whose ticks may follow other work in the same run)."""
+    ti = context["ti"]
+    return "/".join(p for p in (ti.dag_id, ti.run_id, scope) if p)
+
+
+def _recorded_time(home: str, catalog_url: str | None, key: str) -> int:
+    import mzflow
+    from mzflow.catalog import runs
+    from mzflow.catalog.store import now_ms
+
+    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        return runs.run_time(conn.store.engine, key, now_ms())
 
 
 def _events(context: Mapping[str, Any]) -> list[Any]:
@@ -62,9 +85,11 @@ def _events(context: Mapping[str, Any]) -> list[Any]:
 
 
 def tick(home: str, catalog_url: str | None, index: str, names: list[str],
-         context: Mapping[str, Any], time_task_id: str = PICK_TIME,
-         cluster: str | None = None) -> dict[str, Any]:
-    """Tick one index to the run's time; log and return what it read and wrote.
+         context: Mapping[str, Any], time_task_id: str | None = None,
+         cluster: str | None = None, scope: str = "") -> dict[str, Any]:
+    """Tick one index to the run's time; log and return what it read and wrote. The
+    time: ``given_time``, else the one recorded for the run (and ``scope``) by its first
+    tick; ``time_task_id`` names a pick task whose XCom holds it instead.
 
     Skips (no asset event, so nothing downstream is woken) when the run is restricted
     to other ``objects`` or when the index already holds that time — the latter is
@@ -77,14 +102,17 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     wanted = params.get("objects") or []
     if wanted and not set(wanted) & set(names):
         raise AirflowSkipException(f"not among the run's objects {wanted}")
-    at = context["ti"].xcom_pull(task_ids=time_task_id)
+    at = (context["ti"].xcom_pull(task_ids=time_task_id) if time_task_id is not None
+          else given_time(context))
+    run = run_key(context, scope) if at is None else None
     _use_spark_connection()
     full_refresh = bool(params.get("full_refresh"))
     answer = _on_service(home, catalog_url, cluster, {
-        "op": "tick", "object": index, "at": at, "full_refresh": full_refresh,
+        "op": "tick", "object": index, "at": at, "run": run, "full_refresh": full_refresh,
         "view_means_default_index": True})
     served = answer is not None and "reports" in answer
     if answer is not None and served:
+        at = answer["at"]
         from mzflow.runtime import tick_service
 
         failure = tick_service.failure_of(answer)
@@ -96,7 +124,7 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
             raise failure
         reports = answer["reports"]
     else:
-        reports = _tick_here(home, catalog_url, index, at, full_refresh)
+        at, reports = _tick_here(home, catalog_url, index, at, run, full_refresh)
     if not reports:
         raise AirflowFailException(f"{index} is no longer maintained")
     report = reports[0]
@@ -125,22 +153,28 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
 
 
 def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
-               full_refresh: bool) -> list[dict[str, Any]]:
-    """The tick in this task process (no tick service, or it did not take it)."""
+               run: str | None, full_refresh: bool) -> tuple[int, list[dict[str, Any]]]:
+    """The tick in this task process (no tick service, or it did not take it): the time
+    it ticked to (``at``, else the one recorded for ``run``) and its reports."""
     from airflow.sdk.exceptions import AirflowFailException
 
     import mzflow
+    from mzflow.catalog import runs
+    from mzflow.catalog.store import now_ms
     from mzflow.runtime import ticks
     from mzflow.runtime.quality import ExpectationFailed
 
     with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        if at is None:
+            at = (runs.run_time(conn.store.engine, run, now_ms()) if run is not None
+                  else conn.store.snapshot().read_ts)
         try:
             found = conn.tick(object=ticks.default_index_name(conn.store.snapshot(), index),
                               at=at, full_refresh=full_refresh)
         except ExpectationFailed as e:
             # A FAIL expectation: the same rows fail on every retry; fixing them helps.
             raise AirflowFailException(f"{index}: {e}\n{e.detail or ''}".strip()) from e
-    return [r.as_dict() for r in found]
+    return at, [r.as_dict() for r in found]
 
 
 def _on_service(home: str, catalog_url: str | None, cluster: str | None,

@@ -168,6 +168,16 @@ read_holds = sa.Table(
 )
 
 
+# The time each maintenance run ticks to (catalog/runs.py): recorded by the run's first
+# tick, so that every tick of the run, and every retry of one, targets the same time.
+run_times = sa.Table(
+    "run_times", metadata,
+    sa.Column("run_key", sa.String(512), primary_key=True),
+    sa.Column("ts", sa.BigInteger, nullable=False),
+    sa.Column("recorded_at", sa.BigInteger, nullable=False),
+)
+
+
 def _v1_initial(conn: Connection) -> None:
     # The v1 shapes of `clusters` and `items`, frozen here: the module-level tables have
     # grown since.
@@ -234,6 +244,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (5, "expectations", _v5_expectations),
     (6, "cluster spark endpoint", _v6_cluster_spark),
     (7, "read_holds", lambda conn: read_holds.create(conn)),
+    (8, "run_times", lambda conn: run_times.create(conn)),
 )
 LATEST = MIGRATIONS[-1][0]
 

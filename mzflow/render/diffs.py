@@ -25,16 +25,18 @@ import pyarrow.compute as pc
 
 from mzflow.errors import Error
 from mzflow.render.frames import picked, quoted
-from mzflow.render.spark import session, to_arrow
+from mzflow.render.spark import collect_arrow, session, to_arrow
 from mzflow.storage.delta import COUNT, DIFF, KEY
 
 
-def canonical(df: Any, columns: Sequence[str], spark_types: Sequence[str]) -> Any:
-    """``df``'s first len(columns) columns, renamed and cast to the stored types."""
-    src = df.columns
-    return df.selectExpr(*[f"CAST({quoted(s)} AS {t}) AS {quoted(c)}"
-                           for s, c, t in zip(src, columns, spark_types, strict=False)],
-                         *[quoted(s) for s in src[len(columns):]])
+def canonical(df: Any, columns: Sequence[str], spark_types: Sequence[str],
+              rest: Sequence[str] = ()) -> Any:
+    """``df`` (whose columns are ``columns`` then ``rest``: a tick names its frames so)
+    with ``columns`` cast to the stored types. Not asking ``df`` for its columns saves a
+    Spark Connect analyze request per call (issue 18)."""
+    return df.selectExpr(*[f"CAST({quoted(c)} AS {t}) AS {quoted(c)}"
+                           for c, t in zip(columns, spark_types, strict=True)],
+                         *[quoted(r) for r in rest])
 
 
 def key_column(df: Any, columns: Sequence[str]) -> Any:
@@ -73,7 +75,7 @@ def _keyed(df: Any, columns: Sequence[str], spark_types: Sequence[str],
            extra: Sequence[str] = ()) -> pa.Table:
     """Spark: canonical values, ``extra`` columns and the key, collected to Arrow."""
 
-    df = canonical(df, columns, spark_types)
+    df = canonical(df, columns, spark_types, extra)
     return to_arrow(picked(df, [*columns, *extra]).withColumn(KEY, key_column(df, columns)))
 
 
@@ -180,7 +182,7 @@ def changes(new: Any, old_files: Sequence[str], old_schema_ddl: str,
         F.coalesce(F.col(f"n.{KEY}"), F.col(f"o.{KEY}")).alias(KEY),
         new_count.alias(COUNT),
     )
-    return pa.table(out.toArrow())
+    return collect_arrow(out)
 
 
 def apply_diff(diff: Any, old_files: Sequence[str], old_schema_ddl: str,
@@ -195,7 +197,7 @@ def apply_diff(diff: Any, old_files: Sequence[str], old_schema_ddl: str,
     else:
         if isinstance(diff, list):
             diff = functools.reduce(lambda a, b: a.unionAll(b), diff)
-        diff = canonical(diff, columns, spark_types)
+        diff = canonical(diff, columns, spark_types, [DIFF])
         cols = [f"`{c}`" for c in columns]
         summed = (diff.groupBy(*cols).agg(F.sum(DIFF).alias(DIFF)).where(F.col(DIFF) != 0)
                   .withColumn(KEY, key_column(diff, columns)))
@@ -203,7 +205,7 @@ def apply_diff(diff: Any, old_files: Sequence[str], old_schema_ddl: str,
         joined = summed.join(old, KEY, "left")
         new_count = F.coalesce(F.col(COUNT), F.lit(0)) + F.col(DIFF)
         out = joined.select(*[F.col(c) for c in cols], F.col(KEY), new_count.alias(COUNT))
-        table = pa.table(out.toArrow())
+        table = collect_arrow(out)
     if table.num_rows and pa.compute.min(table.column(COUNT)).as_py() < 0:
         raise Error("internal error: a maintained row's count went negative; the index "
                     "no longer matches its inputs (run a full refresh)")

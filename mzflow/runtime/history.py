@@ -99,8 +99,8 @@ def contents(snap: Snapshot, src: Source, warehouse: Path, at: int) -> pa.Table:
     relations = reads.relations(src.plan, warehouse, at, snap)
     with spark.registered(relations) as views:
         try:
-            raw = pa.table(spark.dataframe(src.plan.query, views,
-                                           [c.type for c in src.columns]).toArrow())
+            raw = spark.collect_arrow(spark.dataframe(src.plan.query, views,
+                                                   [c.type for c in src.columns]))
         except Error:
             raise
         except Exception as e:

@@ -163,8 +163,8 @@ def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa
         return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
     with spark.registered(relations(p, warehouse, at)) as views:
         try:
-            return pa.table(spark.dataframe(p.query, views, [c.type for c in p.bound.columns]
-                                            ).toArrow())
+            return spark.collect_arrow(spark.dataframe(p.query, views,
+                                                    [c.type for c in p.bound.columns]))
         except Error:
             raise
         except Exception as e:

@@ -199,8 +199,13 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
     """One request: ``{"op": "tick", "object": index or None, "at": ms or None,
     "full_refresh": bool, "view_means_default_index": bool}`` ticks this cluster's
     indexes (or one of them, or a view's);
-    ``{"op": "read_ts"}`` is the catalog's newest time. Errors come back as data."""
+    ``{"op": "read_ts"}`` is the catalog's newest time. A tick without ``at`` ticks to
+    the time recorded for its ``"run"`` (catalog/runs.py; recorded now if it has none),
+    or without one to every committed write; ``{"op": "run_time", "run": key}`` only
+    records or reads that time. Errors come back as data."""
     import mzflow
+    from mzflow.catalog import runs
+    from mzflow.catalog.store import now_ms
     from mzflow.runtime import ticks
 
     reports: list[dict[str, Any]] = []  # those done before an error come back too
@@ -208,6 +213,8 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
         snap = conn.store.snapshot()
         if request.get("op") == "read_ts":
             return {"read_ts": snap.read_ts}
+        if request.get("op") == "run_time":
+            return {"run_time": runs.run_time(conn.store.engine, request["run"], now_ms())}
         mine = snap.cluster(cluster_id)
         if mine is None:
             return {"not_mine": "the cluster was dropped"}
@@ -217,7 +224,12 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
         indexes = ticks.indexes_to_tick(snap, mine.name, obj)
         if obj is not None and any(i.cluster_id != cluster_id for i in indexes):
             return {"not_mine": f"{obj} is not maintained in cluster {mine.name}"}
-        at = snap.read_ts if request.get("at") is None else int(request["at"])
+        if request.get("at") is not None:
+            at = int(request["at"])
+        elif request.get("run"):
+            at = runs.run_time(conn.store.engine, request["run"], now_ms())
+        else:
+            at = snap.read_ts
         for index in indexes:
             for report in conn.tick(object=index.name, at=at,
                                     full_refresh=bool(request.get("full_refresh"))):

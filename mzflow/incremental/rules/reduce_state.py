@@ -29,7 +29,7 @@ from mzflow.incremental.rules.topk_state import KEPT, Candidates, Ranking
 from mzflow.plan import ir
 from mzflow.render.diffs import key_column
 from mzflow.render.frames import DIFF, sql
-from mzflow.render.spark import average_sql, from_arrow
+from mzflow.render.spark import average_sql, collect_arrow, from_arrow
 from mzflow.storage.delta import KEY, ROWS, StateShard
 
 if TYPE_CHECKING:
@@ -181,7 +181,7 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
 
         d = flow.full(node.input, NEW).limit(0).withColumn(DIFF, F.lit(1).cast("bigint"))
     batch_df = _partials(node, d, keys, parts)
-    batch = batch_df.toArrow()
+    batch = collect_arrow(batch_df)
     if keys:
         batch = batch.filter(pc.is_valid(batch.column(ROWS)))
     if stale is not None and keys:
@@ -295,7 +295,7 @@ def _rebuild(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, keys: li
         for c in [ROWS] + [name for name, _, role in parts if role == "n"]:
             computed = computed.withColumn(c, F.coalesce(F.col(c), F.lit(0).cast("bigint")))
     live = computed.localCheckpoint(eager=True)
-    groups = live.toArrow()  # nullable like the merges' rows, which later ticks write
+    groups = collect_arrow(live)  # nullable like the merges' rows, which later ticks write
     groups = groups.cast(pa.schema([f.with_nullable(True) for f in groups.schema]))
     ranking = (Ranking.of(chain, bool(keys), topk_margin)
                if any(isinstance(n, ir.TopK) for n in chain) else None)
@@ -366,7 +366,7 @@ def _recompute_extremes(flow: Dataflow, node: ir.Reduce, batch: pa.Table, keys: 
     key_cols = [F.expr(sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
     fresh = rows.groupBy(*key_cols).agg(*aggs) if keys else rows.agg(*aggs)
     fresh = fresh.withColumn(KEY, key_column(fresh, keys) if keys else F.lit("global"))
-    values = fresh.select(KEY, *[name for name, _, _ in extremes]).toArrow()
+    values = collect_arrow(fresh.select(KEY, *[name for name, _, _ in extremes]))
     names = [name for name, _, _ in extremes]
     out = batch.drop_columns(names).join(values, keys=KEY, join_type="left outer",
                                          use_threads=False)

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 
 from mzflow.plan import ir
 from mzflow.render.frames import project, sort_key, sql
-from mzflow.render.spark import from_arrow
+from mzflow.render.spark import collect_arrow, from_arrow
 from mzflow.storage.delta import KEY
 
 KEYS_META = "mzflow.topk_candidates"  # the candidates' group keys (a JSON list)
@@ -119,7 +119,7 @@ class Ranking:
         order = [sort_key(F.expr(sql(o.this)), o) for o in self.topk.order] or [F.lit(1)]
         # One Spark job: ORDER BY … LIMIT runs as a top-n per partition, then a merge;
         # the rows come back in order.
-        head = ranked.orderBy(*order).limit(self.keep).toArrow()
+        head = collect_arrow(ranked.orderBy(*order).limit(self.keep))
         end = head.num_rows
         if unchanged is not None and not complete:
             kept = head.column(KEPT).to_pylist()

@@ -100,7 +100,7 @@ def recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counte
             # Keying the rows adds a projection above ORDER BY … LIMIT, which makes Spark
             # drop TakeOrderedAndProject for a global sort (Q18 at SF 1: 4.8 s → 7.7 s);
             # the few rows are collected first and keyed from Arrow instead.
-            new = spark.from_arrow(new.toArrow())
+            new = spark.from_arrow(spark.collect_arrow(new))
         changed = diffs.changes(new, t.files(), t.ddl, t.names, t.types,
                                 arrow_rows=t.tuning.arrow_diff_rows)
     return t.finish(changed)
