@@ -57,3 +57,30 @@ def test_ticks_of_one_run_starting_together_record_one_time(tmp_path: Path) -> N
         for t in threads:
             t.join(60)
         assert len(times) == 6 and len(set(times)) == 1
+
+
+def test_a_dags_own_pick_task_still_gives_one_time_per_run(tmp_path: Path) -> None:
+    # DAG files written before ticks recorded their run's time name a
+    # MzflowPickTimeOperator as their ticks' time_task_id; it still works.
+    from types import SimpleNamespace
+
+    from mzflow.airflow import tasks
+
+    home = str(tmp_path)
+    with mzflow.connect(home) as conn:
+        conn.execute("CREATE TABLE t (k int)")
+        conn.execute("INSERT INTO t VALUES (1)")
+        now = conn.store.snapshot().read_ts
+
+    def context(run: str, **params: object) -> dict[str, object]:
+        return {"params": params, "ti": SimpleNamespace(dag_id="d", run_id=run,
+                                                        task_id="pick_time")}
+
+    assert tasks.pick_time(home, None, context("r1", at=123)) == 123
+    first = tasks.pick_time(home, None, context("r1"))
+    assert first == now
+    with mzflow.connect(home) as conn:
+        conn.execute("INSERT INTO t VALUES (2)")
+        later = conn.store.snapshot().read_ts
+    assert tasks.pick_time(home, None, context("r1")) == first  # a retry
+    assert tasks.pick_time(home, None, context("r2")) == later
