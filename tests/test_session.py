@@ -368,3 +368,41 @@ def test_a_catalog_that_cannot_be_written_is_a_clean_error(tmp_path: Path) -> No
         assert sorted(conn.execute("SHOW TABLES").rows) == [("after_full",), ("before_full",)]
     with mzflow.connect(str(tmp_path)) as again:  # up to date: no write lock to connect
         assert len(again.execute("SHOW TABLES").rows) == 2
+
+
+def test_a_tick_whose_index_a_drop_removed_says_so(
+        conn, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The soak saw a tick that raced DROP of its own view fail with "could not write
+    # shard u49: Invalid table version: 0". Stand in for the tick's work: the DROP's
+    # removal of the shard, then delta-rs's failure to write it.
+    import shutil
+
+    from mzflow.runtime import ticks
+    from mzflow.runtime.tick.commit import ensure_shard
+    from mzflow.storage.delta import StorageError
+
+    conn.execute("CREATE TABLE t (k int)")
+    conn.execute("CREATE MATERIALIZED VIEW mv AS SELECT k FROM t")
+    snap = conn.store.snapshot()
+    index = snap.resolve("mv_primary_idx")
+    warehouse = conn.config.warehouse
+    shard = ensure_shard(warehouse, index, ())
+
+    def dropped_meanwhile(*args, **kwargs):
+        shutil.rmtree(shard.path)
+        raise StorageError("could not write shard: Invalid table version: 0")
+
+    monkeypatch.setattr(ticks, "_tick_index", dropped_meanwhile)
+    with pytest.raises(mzflow.UnknownObject,
+                       match="materialize.public.mv_primary_idx was dropped while it ticked"):
+        ticks.tick_index(snap, warehouse, index, snap.read_ts)
+
+    # A storage failure of an index that still exists stays what it is.
+    ensure_shard(warehouse, index, ())
+
+    def full_disk(*args, **kwargs):
+        raise StorageError("could not write shard: No space left on device")
+
+    monkeypatch.setattr(ticks, "_tick_index", full_disk)
+    with pytest.raises(StorageError, match="No space left"):
+        ticks.tick_index(snap, warehouse, index, snap.read_ts)

@@ -33,6 +33,7 @@ from mzflow.runtime import arrangements, quality, reads
 from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
 from mzflow.storage import locks
+from mzflow.storage.delta import StorageError
 
 __all__ = ["TickReport", "index_shard", "indexes_to_tick", "last_switch", "tick_index"]
 
@@ -96,8 +97,17 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     One tick of an index at a time, across processes (storage/locks.py): two would
     both start from the same commit and apply the changes between twice."""
     with locks.exclusive(locks.index_lock(warehouse, index.id)):
-        return _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
-                           record=record, quarantine=quarantine)
+        try:
+            return _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
+                               record=record, quarantine=quarantine)
+        except StorageError:
+            # A DROP committed meanwhile and removed the index's shard under the tick
+            # (the soak saw "could not write shard u49: Invalid table version: 0"):
+            # nothing was lost, and what happened is that the index is gone.
+            if index_shard(warehouse, index).exists():
+                raise
+            raise UnknownObject(f"{index.qualified_name} was dropped while it ticked",
+                                hint="nothing to maintain any more") from None
 
 
 def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
