@@ -90,8 +90,10 @@ class AirflowServer:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
-    def wait_for(self, what: str, check: object, timeout: float) -> object:
-        """Poll ``check()`` until it returns something truthy; fail with the logs."""
+    def wait_for(self, what: str, check: object, timeout: float, every: float = 2.0
+                 ) -> object:
+        """Poll ``check()`` every ``every`` s until it returns something truthy; fail with
+        the logs."""
         import time
 
         deadline = time.monotonic() + timeout
@@ -105,7 +107,7 @@ class AirflowServer:
                 got = None
             if got:
                 return got
-            time.sleep(2)
+            time.sleep(every)
         pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}\n{self.logs()}")
 
     def run_state(self, dag_id: str, run_id: str) -> str | None:
