@@ -86,7 +86,7 @@ def show_histogram(classes: dict[str, tuple[int, int]], top: int) -> None:
     classes.update(now)
 
 
-def measure(step: int, began: float, objects: Counter[str] | None,
+def measure(step: int, began: float, modes: Counter[str], objects: Counter[str] | None,
             classes: dict[str, tuple[int, int]] | None, top: int,
             dump: Path | None) -> tuple[int, int]:
     import pyarrow as pa
@@ -98,6 +98,9 @@ def measure(step: int, began: float, objects: Counter[str] | None,
     print(f"step {step} ({time.monotonic() - began:.0f} s): heap after GC "
           f"{heap / 2**20:.1f} MB, Python RSS {resident / 2**20:.1f} MB, Arrow "
           f"{pa.total_allocated_bytes() / 2**20:.1f} MB; {spark.retained()}", flush=True)
+    # Recomputes broadcast (Spark's default plans); incremental ticks do not.
+    print(f"  ticks since the last figure: {dict(sorted(modes.items()))}", flush=True)
+    modes.clear()
     if classes is not None:  # --histogram: the JVM's live objects by class
         pools = spark.session()._jvm.java.lang.management.ManagementFactory \
             .getMemoryPoolMXBeans()
@@ -156,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     times: list[int] = []
     figures: dict[int, tuple[int, int]] = {}
     objects: Counter[str] | None = Counter() if a.objects else None
+    modes: Counter[str] = Counter()
     classes: dict[str, tuple[int, int]] | None = {} if a.histogram else None
     began = time.monotonic()
     for step in range(1, a.ticks + 1):
@@ -166,12 +170,13 @@ def main(argv: list[str] | None = None) -> int:
             s.execute(f"DELETE FROM {t} WHERE k = {k}")
         times.append(s.store.snapshot().read_ts)
         i = step % len(VIEWS)
-        s.tick(object=f"v{i}")
+        for report in s.tick(object=f"v{i}"):
+            modes[" ".join(re.findall(r"^\w+|R\d{3}", report.strategy))] += 1
         # AS OF a time a few steps back, which the default history still holds.
         s.execute(READS[step % len(READS)].format(i=i, t=times[max(0, len(times) - 5)]))
         del times[:-5]
         if step in (a.baseline, a.ticks) or step % a.every == 0:
-            figures[step] = measure(step, began, objects, classes, a.histogram,
+            figures[step] = measure(step, began, modes, objects, classes, a.histogram,
                                     a.dump)
     s.close()
     if a.home is None:
