@@ -7,6 +7,10 @@ an ad hoc join, or a view ``AS OF`` an earlier time). After step ``--baseline`` 
 and step N (1,000) it prints the JVM heap in use after full collections, the Python
 RSS after ``gc.collect()``, and what Spark retains (``spark.retained()``); it exits 1
 when either figure at N exceeds ``--limit`` (1.2) times its value at the baseline.
+``--histogram N`` also prints the JVM's largest classes of live objects and those that
+grew most (``jcmd GC.class_histogram``), ``--dump DIR`` writes a live heap dump per
+figure, ``--objects`` the Python types that grew; each figure says how the ticks since
+the last one ran (recomputes broadcast; incremental ticks do not).
 
     MZFLOW_CLUSTER_SPARK=in-process python scripts/soakmem.py --ticks 1000
 """

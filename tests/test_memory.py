@@ -228,10 +228,10 @@ def test_a_long_lived_process_keeps_no_more_spark_state_as_it_ticks(
     later = rounds(2, 5)
     assert later["temp views"] == first["temp views"] == views_before, (first, later)
     assert later["persisted RDDs"] <= first["persisted RDDs"], (first, later)
-    # Each round broadcasts in its join read; at most the last one's (its value and its
-    # piece) may still be on its way to the cleaner.
-    assert later["broadcast blocks"] <= first["broadcast blocks"] + 2, (first, later)
-    assert later["memory store blocks"] <= first["memory store blocks"] + 2, (first, later)
+    # Each round broadcasts in its join read; once py4j released the frames Python
+    # dropped (heap_after_gc), the cleaner leaves none of them behind.
+    assert later["broadcast blocks"] <= first["broadcast blocks"], (first, later)
+    assert later["memory store blocks"] <= first["memory store blocks"], (first, later)
     # Five rounds ran some 50 SQL executions; the status store keeps 20 (a few more
     # while its cleanup, asynchronous, catches up).
     assert later["SQL executions"] <= 30, later
