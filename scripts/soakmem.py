@@ -7,6 +7,10 @@ an ad hoc join, or a view ``AS OF`` an earlier time). After step ``--baseline`` 
 and step N (1,000) it prints the JVM heap in use after full collections, the Python
 RSS after ``gc.collect()``, and what Spark retains (``spark.retained()``); it exits 1
 when either figure at N exceeds ``--limit`` (1.2) times its value at the baseline.
+``--histogram N`` also prints the JVM's largest classes of live objects and those that
+grew most (``jcmd GC.class_histogram``), ``--dump DIR`` writes a live heap dump per
+figure, ``--objects`` the Python types that grew; each figure says how the ticks since
+the last one ran (recomputes broadcast; incremental ticks do not).
 
     MZFLOW_CLUSTER_SPARK=in-process python scripts/soakmem.py --ticks 1000
 """
@@ -17,7 +21,9 @@ import argparse
 import gc
 import os
 import random
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,7 +58,41 @@ def rss() -> int:
     raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-def measure(step: int, began: float, objects: Counter[str] | None) -> tuple[int, int]:
+def histogram() -> dict[str, tuple[int, int]]:
+    """The in-process JVM's live objects per class (``jcmd GC.class_histogram``, which
+    runs a full collection first): class name → (instances, bytes)."""
+    from mzflow.render import spark
+
+    pid = spark.session()._jvm.java.lang.ProcessHandle.current().pid()
+    out = subprocess.run(["jcmd", str(pid), "GC.class_histogram"], capture_output=True,
+                         text=True, check=True, timeout=300).stdout
+    rows = {}
+    for line in out.splitlines():
+        m = re.match(r"\s*\d+:\s+(\d+)\s+(\d+)\s+(\S+)", line)
+        if m:
+            rows[m.group(3)] = (int(m.group(1)), int(m.group(2)))
+    return rows
+
+
+def show_histogram(classes: dict[str, tuple[int, int]], top: int) -> None:
+    now = histogram()
+    total = sum(b for _, b in now.values())
+    print(f"  JVM live objects: {total / 2**20:.1f} MB; largest classes:", flush=True)
+    for name, (n, b) in sorted(now.items(), key=lambda kv: -kv[1][1])[:top]:
+        print(f"    {b / 2**20:8.1f} MB {n:9d}  {name}", flush=True)
+    if classes:
+        grown = sorted(((b - classes.get(c, (0, 0))[1], n - classes.get(c, (0, 0))[0], c)
+                        for c, (n, b) in now.items()), reverse=True)[:top]
+        print("  grown since the last figure:", flush=True)
+        for db, dn, name in grown:
+            print(f"    {db / 2**20:+8.1f} MB {dn:+9d}  {name}", flush=True)
+    classes.clear()
+    classes.update(now)
+
+
+def measure(step: int, began: float, modes: Counter[str], objects: Counter[str] | None,
+            classes: dict[str, tuple[int, int]] | None, top: int,
+            dump: Path | None) -> tuple[int, int]:
     import pyarrow as pa
 
     from mzflow.render import spark
@@ -62,6 +102,23 @@ def measure(step: int, began: float, objects: Counter[str] | None) -> tuple[int,
     print(f"step {step} ({time.monotonic() - began:.0f} s): heap after GC "
           f"{heap / 2**20:.1f} MB, Python RSS {resident / 2**20:.1f} MB, Arrow "
           f"{pa.total_allocated_bytes() / 2**20:.1f} MB; {spark.retained()}", flush=True)
+    # Recomputes broadcast (Spark's default plans); incremental ticks do not.
+    print(f"  ticks since the last figure: {dict(sorted(modes.items()))}", flush=True)
+    modes.clear()
+    if classes is not None:  # --histogram: the JVM's live objects by class
+        pools = spark.session()._jvm.java.lang.management.ManagementFactory \
+            .getMemoryPoolMXBeans()
+        print("  heap pools: " + ", ".join(
+            f"{p.getName()} {p.getUsage().getUsed() / 2**20:.1f} MB" for p in pools
+            if str(p.getType()) == "Heap memory"), flush=True)
+        show_histogram(classes, top)
+    if dump is not None:  # --dump: the live heap, for a heap analyser
+        from mzflow.render import spark as sp
+
+        pid = sp.session()._jvm.java.lang.ProcessHandle.current().pid()
+        dump.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["jcmd", str(pid), "GC.heap_dump", str(dump / f"step{step}.hprof")],
+                       capture_output=True, check=True, timeout=600)
     if objects is not None:  # --objects: the Python types whose count grew most
         now = Counter(type(o).__qualname__ for o in gc.get_objects())
         grown = (now - objects).most_common(8)
@@ -81,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--objects", action="store_true",
                     help="also print which Python object types grew between figures")
+    ap.add_argument("--histogram", type=int, default=0, metavar="N",
+                    help="also print the JVM's N largest classes of live objects and the N "
+                         "that grew most between figures (jcmd GC.class_histogram)")
+    ap.add_argument("--dump", type=Path, default=None, metavar="DIR",
+                    help="also write the JVM's live heap at each figure to DIR/step<N>.hprof")
     ap.add_argument("--home", type=Path, default=None, help="kept (default: a temporary one)")
     a = ap.parse_args(argv)
     # The issue's process had Spark's 1 GB driver; a smaller heap shows growth sooner.
@@ -101,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     times: list[int] = []
     figures: dict[int, tuple[int, int]] = {}
     objects: Counter[str] | None = Counter() if a.objects else None
+    modes: Counter[str] = Counter()
+    classes: dict[str, tuple[int, int]] | None = {} if a.histogram else None
     began = time.monotonic()
     for step in range(1, a.ticks + 1):
         t, k = rng.choice(TABLES), rng.randrange(12)
@@ -110,12 +174,14 @@ def main(argv: list[str] | None = None) -> int:
             s.execute(f"DELETE FROM {t} WHERE k = {k}")
         times.append(s.store.snapshot().read_ts)
         i = step % len(VIEWS)
-        s.tick(object=f"v{i}")
+        for report in s.tick(object=f"v{i}"):
+            modes[" ".join(re.findall(r"^\w+|R\d{3}", report.strategy))] += 1
         # AS OF a time a few steps back, which the default history still holds.
         s.execute(READS[step % len(READS)].format(i=i, t=times[max(0, len(times) - 5)]))
         del times[:-5]
         if step in (a.baseline, a.ticks) or step % a.every == 0:
-            figures[step] = measure(step, began, objects)
+            figures[step] = measure(step, began, modes, objects, classes, a.histogram,
+                                    a.dump)
     s.close()
     if a.home is None:
         shutil.rmtree(home, ignore_errors=True)

@@ -905,11 +905,13 @@ def retained() -> dict[str, int]:
 
 
 def heap_after_gc() -> int:
-    """The in-process JVM's heap in use after full collections, in bytes. Python's
-    first, once Spark's listeners caught up: a DataFrame it no longer uses keeps its JVM
-    plan until its py4j proxy is collected. Then the JVM's, until the memory store stops
-    shrinking: Spark's ContextCleaner drops a broadcast's blocks only after a collection
-    found the broadcast unreachable, and those blocks go with a later one."""
+    """The in-process JVM's heap in use after full collections, in bytes: what the
+    process's live objects hold. Python's garbage first, once Spark's listeners caught
+    up: a DataFrame it no longer uses keeps its JVM plan until its py4j proxy is
+    collected *and py4j has told the JVM* (``release_dropped``). Then the JVM's, until
+    the memory store stops shrinking: Spark's ContextCleaner drops a broadcast's blocks
+    only after a collection found the broadcast unreachable, and those blocks go with a
+    later one."""
     import gc
     import time
 
@@ -918,15 +920,44 @@ def heap_after_gc() -> int:
     # bus has delivered it.
     spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     gc.collect()
+    release_dropped()
     jvm = spark._jvm
-    blocks = None
+    heap = jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+    before: tuple[int, int] | None = None
     for _ in range(10):
         jvm.java.lang.System.gc()
         time.sleep(0.3)
-        now = retained()["memory store blocks"]
-        if now == blocks:
+        # The blocks the cleaner dropped since the last collection are freed by this
+        # one: settled when neither the blocks nor the heap moved (by 1 MB) since.
+        jvm.java.lang.System.gc()
+        now = (retained()["memory store blocks"], int(heap.getHeapMemoryUsage().getUsed()))
+        if before is not None and now[0] == before[0] and now[1] > before[1] - 2**20:
+            return now[1]
+        before = now
+    assert before is not None
+    return before[1]
+
+
+def release_dropped() -> int:
+    """Tell the JVM now about the py4j proxies Python has collected; returns how many.
+
+    py4j's client-server mode (pyspark's) does not release a collected proxy's JVM
+    object itself: it queues the release for a worker thread that sends one at a time
+    and sleeps a second whenever it finds the queue empty. Until then the JVM object
+    (a DataFrame, its plan, the broadcasts in the plan) stays bound in the gateway,
+    alive to any collection: a heap measured right after ``gc.collect()`` counted it."""
+    client = session().sparkContext._gateway._gateway_client
+    pending = getattr(client, "finalizer_deque", None)  # absent: releases are synchronous
+    released = 0
+    while pending:
+        try:
+            task = pending.pop()  # the worker's end, like the worker
+        except IndexError:
             break
-        blocks = now
-    jvm.java.lang.System.gc()
-    return int(jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
-               .getHeapMemoryUsage().getUsed())
+        if not isinstance(task, tuple):  # the worker's shutdown sentinel: leave it
+            pending.append(task)
+            break
+        owner, target_id = task
+        owner.garbage_collect_object(target_id, False)
+        released += 1
+    return released
