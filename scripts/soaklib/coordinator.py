@@ -284,13 +284,21 @@ class Soak:
                     c["write attempts"] += 1
                 elif ev == "done" and path.stem == "ddl":
                     c["ddl done"] += 1
+                    c[f"ddl done: {rec.get('kind')}"] += 1
+                elif ev == "query":
+                    c["projection-shaped reads"] += 1
+                    c["reads routed to a projection"] += 1 if rec.get("routed") else 0
+                elif ev == "rejected":
+                    c["writes rejected (FAIL expectation)"] += 1
                 elif ev == "error":
                     c[f"errors ({rec['op']})"] += 1
                     if not rec.get("clean"):
                         c["unclean errors"] += 1
         c["invariants checked"] = sum(v for k, v in c.items()
-                                      if k.endswith("checks") or k == "writes checked"
-                                      or k == "catalog items checked")
+                                      if k.endswith("checks") or k in (
+                                          "writes checked", "catalog items checked",
+                                          "expectation timings checked",
+                                          "rejected writes checked"))
         out: dict[str, Any] = dict(sorted(c.items()))
         out["memory"] = self.memory_report()
         out["files (live, on disk) after the final compaction"] = self.storage
