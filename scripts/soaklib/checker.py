@@ -461,11 +461,16 @@ class Checker:
         """The DDL worker's reads shaped for projections: at their AS OF, or a plain
         read whose time (``read_ts``) did not move while it ran."""
         out = []
-        path = self.journals / "ddl.jsonl"
+        for path in [self.journals / "ddl.jsonl", *sorted(self.journals.glob("ticker*.jsonl"))]:
+            out += self._queries_of(path)
+        return out
+
+    def _queries_of(self, path: Path) -> list[tuple[int, str, Any]]:
+        out = []
         for i, rec in enumerate(records(path)):
-            if i < self._reads_seen.get("query", 0):
+            if i < self._reads_seen.get(f"query:{path.name}", 0):
                 continue
-            self._reads_seen["query"] = i + 1
+            self._reads_seen[f"query:{path.name}"] = i + 1
             if rec.get("ev") != "query":
                 continue
             self.counts["routed reads"] += 1 if rec.get("routed") else 0

@@ -39,7 +39,7 @@ class Options:
     write_pause: float = 0.3
     tick_pause: float = 1.0
     compact_pause: float = 20.0
-    ddl_pause: float = 6.0
+    ddl_pause: float = 3.0
     lock_mean: float = 40.0  # mean seconds between locked-catalog faults
     full_mean: float = 45.0  # mean seconds between disk-full faults
 
@@ -288,6 +288,8 @@ class Soak:
                 elif ev == "query":
                     c["projection-shaped reads"] += 1
                     c["reads routed to a projection"] += 1 if rec.get("routed") else 0
+                elif ev == "query_skipped":
+                    c["projection-shaped reads not run (not in process)"] += 1
                 elif ev == "rejected":
                     c["writes rejected (FAIL expectation)"] += 1
                 elif ev == "error":

@@ -23,6 +23,7 @@ The file: one JSON header line (seed, the violation), then one operation per lin
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -74,7 +75,8 @@ def build(workdir: Path, checker: Checker, snapshot: Any, warehouse: Path) -> li
             elif ev == "subscribe":
                 out.append({"op": "subscribe", "rel": rec["rel"], "as_of": rec["as_of"],
                             "key": rec["up_to"] - 1 + 0.7})
-    for rec in records(journals / "ddl.jsonl"):
+    for rec in itertools.chain(*(records(p) for p in [journals / "ddl.jsonl",
+                                                      *sorted(journals.glob("ticker*.jsonl"))])):
         if rec.get("ev") == "query":  # a read shaped for a projection
             at = rec["at"] if rec["at"] is not None else rec["before"]
             out.append({"op": "query", "sql": re.sub(r" AS OF \d+$", "", rec["sql"]),

@@ -158,6 +158,11 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 _error(j, "read", exc, view=view)
         if r.random() < 0.5:
             _subscribe(conn, j, r)
+        if r.random() < 0.5:  # a read shaped for a projection, on Spark when not routed
+            try:
+                projection_read(conn, j, r, ops.projection_read(r))
+            except Exception as exc:
+                _error(j, "query", exc)
         _pause(r, 0.0, args["tick_pause"])
 
 
@@ -222,9 +227,9 @@ def ddl(args: dict[str, Any], conn: Any, j: Journal) -> None:
         except Exception as exc:
             _error(j, "ddl", exc, n=n, sql=op.sql)
         n += 1
-        for _ in range(r.randint(1, 3)):  # reads a live projection may answer
+        for _ in range(r.randint(1, 3)):  # reads a live projection answers in process
             try:
-                projection_read(conn, j, r, ops.projection_read(r))
+                projection_read(conn, j, r, ops.projection_read(r), spark=False)
             except Exception as exc:
                 _error(j, "query", exc)
 
@@ -251,9 +256,12 @@ def created(conn: Any, sql: str) -> dict[str, Any]:
     return {}
 
 
-def projection_read(conn: Any, j: Any, r: random.Random, sql: str) -> None:
+def projection_read(conn: Any, j: Any, r: random.Random, sql: str, spark: bool = True
+                    ) -> None:
     """A read shaped for a projection, at the current time or ``AS OF`` a recent one,
-    journaled with its time and whether mzflow answered it from a projection."""
+    journaled with its time and whether mzflow answered it from a projection. Without
+    ``spark`` (the DDL worker, whose process has no JVM and is killed often) only a
+    read that EXPLAIN says is answered in process runs."""
     from mzflow.runtime import projections
 
     before = conn.store.snapshot().read_ts
@@ -261,6 +269,11 @@ def projection_read(conn: Any, j: Any, r: random.Random, sql: str) -> None:
     if r.random() < 0.5:
         at = max(0, before - r.randint(0, 20_000))
         sql = f"{sql} AS OF {at}"
+    if not spark:
+        plan = "\n".join(str(row[0]) for row in conn.execute(f"EXPLAIN {sql}").rows)
+        if "Read: in process" not in plan:
+            j.write(ev="query_skipped", sql=sql)
+            return
     routed = projections.ROUTED[0]
     res = conn.execute(sql)
     routed = projections.ROUTED[0] - routed
