@@ -138,3 +138,20 @@ def test_target_of_a_projection_read_and_the_quarantine() -> None:
     assert [op["key"] for op in got] == [0, 1, 3]
     got_q = history.relevant(hist, "t2_quarantine", "quarantine", 17)
     assert [op["key"] for op in got_q] == [0, 2]
+
+
+def test_a_write_without_results(tmp_path: Path) -> None:
+    expects = [Expect("e1", "w < 95", "DROP ROW", (1, 1), 1_000),
+               Expect("e2", "k <> 9", "QUARANTINE", (4.0, 4.9), None, drop=None,
+                      uncertain=True)]
+    sql = "INSERT INTO t2 VALUES (9, 'ann', 99)"
+    # Finished in one go: its catalog commit holds its results, so none means none met.
+    c = _checker(tmp_path, expects, {})
+    assert c._oracle(Write("w2", 1, "t2", sql, sql, "done"), ("w2", 1), 5_000) == sql
+    assert any("e1 was live" in v and "no result" in v for v in c.violations)
+    # Killed after the table's commit: the journal decides, e2 guessed (nearer the end).
+    c = _checker(tmp_path, expects, {})
+    oracle = c._oracle(Write("w2", 2, "t2", sql, sql, "uncertain"), ("w2", 2), 4_800)
+    t2, held = _replayed(c, [(4_800, "t2", 1, oracle)])
+    assert t2 == set() and held == {(9, "ann", 99, "e1, e2", 4_800, "INSERT w2:2")}
+    assert c.violations == [] and c.counts["writes with expectation timing guessed"] == 1

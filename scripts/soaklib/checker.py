@@ -63,6 +63,9 @@ class Write:
     sql: str
     oracle: str
     outcome: str = "uncertain"  # done, rejected (by a FAIL expectation), uncertain
+    # Its last attempt found it already applied: an earlier attempt committed the table
+    # and may have died before the catalog's commit (which records its results).
+    retried: bool = False
 
 
 @dataclass
@@ -136,6 +139,8 @@ class Checker:
                                               rec["oracle"]))
                 elif rec["ev"] == "done":
                     out[key].outcome = "done"
+                    out[key].retried = any("already applied" in n
+                                           for n in rec.get("notices") or [])
                 elif rec["ev"] == "rejected":
                     out[key].outcome = "rejected"
         return out
@@ -327,13 +332,15 @@ class Checker:
 
     # -- expectations ------------------------------------------------------------------
 
-    def _applied(self, key: tuple[str, int], ts: int) -> dict[str, Expect]:
+    def _applied(self, w: Write, key: tuple[str, int], ts: int) -> dict[str, Expect]:
         """The expectations a write at ``ts`` met: as mz_expectation_results records
-        them, checked against the DDL journal's times; a write killed after its table's
-        commit and before its catalog's has no results, so the journal's times decide
-        (an expectation whose DDL overlapped the write: live if the write is nearer
-        the DDL's end, counted)."""
+        them, checked against the DDL journal's times. A write with no results met
+        none, unless it may have died between its table's commit and its catalog's
+        (killed, or its retry found it applied): then the journal's times decide (an
+        expectation whose DDL overlapped the write: live if the write is nearer the
+        DDL's end, counted)."""
         recorded = {r[1]: r for r in self._results.get(key, []) if r[0] == ts}
+        orphan = w.retried or w.outcome != "done"
         out = {}
         for name, e in self._expects.items():
             status = e.status(ts)
@@ -350,6 +357,11 @@ class Checker:
                     if recorded[name][2] != e.action:
                         self.fail(f"write {key}: expectation {name} acted as "
                                   f"{recorded[name][2]}, defined {e.action}")
+            elif not orphan:
+                # An INSERT's batch is never empty: had it met one, results would say so.
+                if status == "live" and w.sql.startswith("INSERT"):
+                    self.fail(f"write {key} at {ts}: expectation {name} was live (added "
+                              "before it, not dropped) but no result records it")
             elif status == "live":
                 out[name] = e
             elif status == "unknown":
@@ -368,7 +380,7 @@ class Checker:
         DROP ROW, QUARANTINE or FAIL expectations) statements applying them."""
         if w.table != ops.EXPECT_TABLE or w.sql.startswith("DELETE"):
             return w.oracle
-        applied = self._applied(key, ts)
+        applied = self._applied(w, key, ts)
         acting = sorted((e for e in applied.values() if e.action != "WARN"),
                         key=lambda e: e.name)
         if not acting:

@@ -76,8 +76,10 @@ QUARANTINE_COLS = "k int, name text, w int, _mz_expectations text, " \
 
 
 # Sinks that live for the whole soak: name -> source. Minutely intervals, Parquet,
-# APPEND envelope (mz_timestamp, mz_diff, row…); the checker replays their files.
-SINKS = {"s_t2": "t2"}
+# APPEND envelope (mz_timestamp, mz_diff, row…); the checker replays their files. A
+# view's sink evaluates it (on Spark) at every time its tables changed: mv_t3 reads the
+# table written least often.
+SINKS = {"s_t2": "t2", "s_t3": "mv_t3"}
 
 
 def setup_sql(retain: str, sink_dir: str) -> list[str]:
