@@ -229,7 +229,8 @@ def test_build_orders_committed_operations(tmp_path: Path) -> None:
         SimpleNamespace(id="u9", name="mv_agg_primary_idx", kind="index", is_default_index=True,
                         on_id="u5")]}
     snap: Any = SimpleNamespace(items=list(items.values()), item=items.__getitem__,
-                                find=lambda n: t3 if n == "t3" else None)
+                                find=lambda n: t3 if n == "t3" else None,
+                                projections=[], expectations=[])
     got = history.build(tmp_path, checker, snap, tmp_path / "warehouse")
     assert [(o["op"], o.get("sql") or o.get("view") or o.get("sink") or "") for o in got] == [
         ("sql", "CREATE TABLE t1 (id int)"),

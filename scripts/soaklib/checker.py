@@ -155,6 +155,10 @@ class Checker:
         ended = {r["n"]: r for r in recs if r.get("ev") in ("done", "error") and "n" in r}
         adds: dict[str, Expect] = {}
         drops: dict[str, list[tuple[float, float, str]]] = {}  # name -> (start, end, how)
+        for rec in records(self.journals / "setup.jsonl"):  # before any write
+            found = ops.expectation_of(rec.get("sql") or "")
+            if found and rec.get("ev") == "done":
+                adds[found[1]] = Expect(found[1], found[2], found[3], (0.0, rec["t"]), 0)
         for i, rec in enumerate(recs):
             if rec.get("ev") != "start":
                 continue

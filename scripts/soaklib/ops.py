@@ -86,6 +86,11 @@ def setup_sql(retain: str, sink_dir: str) -> list[str]:
     out = [f"ALTER SYSTEM SET retain_history = '{retain}'"]
     out += [f"CREATE CLUSTER {c} SIZE 'small'" for c in CLUSTERS]
     out += [f"CREATE TABLE {t} ({cols})" for t, cols in TABLES.items()]
+    # A projection and an expectation from the start (the DDL worker may drop them), so
+    # that even a short soak routes reads and quarantines rows.
+    out += [f"ALTER TABLE t1 ADD PROJECTION p0 ({PROJECTIONS[0][1]})",
+            f"ALTER TABLE {EXPECT_TABLE} ADD CONSTRAINT e0 EXPECT ({EXPECT_CONDITIONS[0]}) "
+            "ON VIOLATION QUARANTINE"]
     out += [f"CREATE MATERIALIZED VIEW {v} IN CLUSTER {c} AS {q}"
             for v, (c, q) in FIXED_VIEWS.items()]
     out += [f"CREATE SINK {name} IN CLUSTER c1 FROM {src} INTO PARQUET '{sink_dir}/{name}' "
