@@ -1,8 +1,8 @@
 """The fault-injecting soak (scripts/soak.py, issue 19) for three minutes with a fixed
 seed: writers, a ticker reading AS OF its views' uppers, a compactor and a DDL worker
-on one home, kill -9 at random, projections and expectations added and dropped, every
-invariant checked against DuckDB. It asserts the
-work done (kills, ticks, writes, checks), not how long anything took."""
+(projections and expectations included) on one home, kill -9 at random, every invariant
+checked against DuckDB. It asserts the work done (kills, ticks, writes, checks), not how
+long anything took."""
 
 from __future__ import annotations
 
