@@ -830,7 +830,7 @@ def _stop_broken_jvm() -> bool:
         dead.stop()
     except Exception:  # noqa: BLE001 - stopping a broken JVM: the kill below decides
         pass
-    if proc is not None:
+    if gateway is not None and proc is not None:
         try:
             gateway.shutdown()
         except Exception:  # noqa: BLE001
