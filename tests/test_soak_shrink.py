@@ -229,7 +229,8 @@ def test_build_orders_committed_operations(tmp_path: Path) -> None:
         SimpleNamespace(id="u9", name="mv_agg_primary_idx", kind="index", is_default_index=True,
                         on_id="u5")]}
     snap: Any = SimpleNamespace(items=list(items.values()), item=items.__getitem__,
-                                find=lambda n: t3 if n == "t3" else None)
+                                find=lambda n: t3 if n == "t3" else None,
+                                projections=[], expectations=[])
     got = history.build(tmp_path, checker, snap, tmp_path / "warehouse")
     assert [(o["op"], o.get("sql") or o.get("view") or o.get("sink") or "") for o in got] == [
         ("sql", "CREATE TABLE t1 (id int)"),
@@ -285,3 +286,39 @@ def test_shrink_through_mzflow_replay(tmp_path: Path, monkeypatch: pytest.Monkey
         "CREATE TABLE t3 (id int, a int)", "ALTER TABLE t3 ADD COLUMN x9 int", culprit]
     again = replay.replay(report.history, tmp_path / "again")
     assert any(history.signature(v) == history.signature(violation) for v in again.violations)
+
+
+@pytest.mark.slow
+def test_shrink_a_quarantine_violation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The oracle forgets the quarantine's rows: the shrunk history keeps the table, its
+    QUARANTINE expectation and the one write whose row fails it; projection DDL, a
+    projection-shaped read and the other writes go."""
+    monkeypatch.setenv("MZFLOW_SOAK_ORACLE_BUG", f"INSERT INTO {ops.QUARANTINE}")
+    h: list[dict[str, Any]] = [{"op": "sql", "sql": s} for s in [
+        "CREATE TABLE t1 (id int, k int, v int, s text)",
+        "CREATE TABLE t2 (k int, name text, w int)",
+        f"ALTER TABLE t1 ADD PROJECTION p0 ({ops.PROJECTIONS[0][1]})"]]
+
+    def write(worker: str, n: int, table: str, sql: str) -> None:
+        h.append({"op": "write", "worker": worker, "n": n, "table": table, "sql": sql,
+                  "oracle": sql})
+
+    write("w1", 1, "t1", "INSERT INTO t1 VALUES (10, 3, 5, 'x'), (11, 4, NULL, NULL)")
+    h.append({"op": "sql", "sql": "ALTER TABLE t2 ADD CONSTRAINT e2 EXPECT (w IS NULL OR "
+                                  "w >= 0) ON VIOLATION QUARANTINE"})
+    write("w2", 1, "t2", "INSERT INTO t2 VALUES (3, 'ann', 7)")
+    h.append({"op": "query", "sql": "SELECT k, sum(v), count(*) FROM t1 GROUP BY k",
+              "as_of": None})
+    culprit = "INSERT INTO t2 VALUES (4, 'bob', -3), (5, NULL, 1)"
+    write("w2", 2, "t2", culprit)
+    h.append({"op": "sql", "sql": "ALTER TABLE t1 DROP PROJECTION IF EXISTS p0"})
+    write("w1", 2, "t1", "INSERT INTO t1 VALUES (12, 3, 9, 'z')")
+    for i, op in enumerate(h):
+        op["key"] = i
+    out = replay.replay(h, tmp_path / "full")
+    assert out.error is None and out.violations, out
+    violation = next(v for v in out.violations if v.startswith("quarantine"))
+    report = replay.shrink(h, violation, tmp_path / "shrink", seconds=600, say=lambda _: None)
+    assert report.reproduced and report.confirmed, report.stats.log
+    assert [op["sql"] for op in report.history] == [
+        "CREATE TABLE t2 (k int, name text, w int)", h[4]["sql"], culprit]

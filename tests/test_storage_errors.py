@@ -1,4 +1,5 @@
-"""A full disk under a shard write (no Spark): a clean StorageError, nothing committed.
+"""A full disk under a shard write (no Spark): a clean StorageError, nothing committed;
+and under Spark's first load of a native library: the broken JVM is replaced.
 
 Found by the soak's disk-full fault (scripts/soak.py, issue 19): writers got delta-rs's
 raw DeltaError. The fault here is the soak's own: RLIMIT_FSIZE, so a write past the
@@ -34,3 +35,61 @@ def test_a_write_that_finds_no_space_is_a_storage_error(tmp_path: Path) -> None:
     assert shard.version() == 0 and shard.applied("w") is None
     shard.append(big.slice(0, 3), 3, ("w", 1))  # space again: the retry lands once
     assert shard.applied("w") == 1 and shard.read(1).num_rows == 3
+
+
+# A full disk while Spark first loads snappy-java (it extracts its native library to a
+# temporary file): in the soak's final 10-minute run a compactor's JVM failed every
+# later Parquet read ("Could not initialize class org.xerial.snappy.Snappy") after the
+# fault had ended. The child runs its own JVM, so snappy is not loaded yet.
+_SNAPPY_CHILD = """
+import json, resource, sys
+import mzflow
+from mzflow.render import spark
+
+c = mzflow.connect()
+c.execute("CREATE TABLE t (a int, b text)")
+c.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (2, 'z')")
+query = "SELECT a, count(*) FROM t GROUP BY a HAVING count(*) > 0 ORDER BY a"
+pid = spark.session().sparkContext._gateway.proc.pid
+_, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+resource.prlimit(pid, resource.RLIMIT_FSIZE, (4096, hard))  # the JVM's disk is full
+out = {}
+try:
+    out["during"] = {"ok": c.execute(query).rows}
+except mzflow.Error as e:
+    out["during"] = {"type": type(e).__name__, "message": e.message}
+try:  # the fault is over (a JVM it broke is gone: a new one has no limit)
+    resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
+except ProcessLookupError:
+    pass
+out["after"] = {"ok": c.execute(query).rows}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_jvm_broken_by_a_full_disk_is_replaced(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
+           "MZFLOW_CLUSTER_SPARK": "in-process"}
+    done = subprocess.run([sys.executable, "-c", _SNAPPY_CHILD], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["during"]["type"] == "SparkFailure", out
+    assert "the next statement starts a new one" in out["during"]["message"]
+    assert out["after"] == {"ok": [[1, 1], [2, 2]]}, out
+
+
+def test_only_a_class_that_cannot_load_replaces_the_jvm() -> None:
+    from mzflow.render import spark
+
+    assert spark._BROKEN.search("java.lang.NoClassDefFoundError: Could not initialize class "
+                                "org.xerial.snappy.Snappy")
+    assert not spark._BROKEN.search("[DIVIDE_BY_ZERO] Division by zero")
+    assert not spark._BROKEN.search("java.lang.OutOfMemoryError: Java heap space")

@@ -811,6 +811,36 @@ _DYING = re.compile(r"SparkContext was shut down|Answer from Java side is empty|
                     r"Connection refused|Error while (sending|receiving)")
 
 
+# A class whose static initializer failed stays unusable for the JVM's life: snappy-java
+# extracts its native library to a temporary file on first use, so a full disk then
+# (the soak's fault) broke every later Parquet read of an in-process JVM for good.
+_BROKEN = re.compile(r"Could not initialize class ([\w.$]+)|ExceptionInInitializerError|"
+                     r"UnsatisfiedLinkError")
+
+
+def _stop_broken_jvm() -> bool:
+    """Stop the in-process JVM and forget it, so the next session() starts a new one.
+    False when there is none to stop (a Connect server's JVM is its supervisor's)."""
+    dead = _session
+    if _using.get() is not None or dead is None:
+        return False
+    gateway = getattr(dead.sparkContext, "_gateway", None)
+    proc = getattr(gateway, "proc", None)
+    try:
+        dead.stop()
+    except Exception:  # noqa: BLE001 - stopping a broken JVM: the kill below decides
+        pass
+    if gateway is not None and proc is not None:
+        try:
+            gateway.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
+        proc.kill()
+        proc.wait(30)
+    _forget(dead)
+    return True
+
+
 def _forget(dead: Any) -> None:
     global _session
     from pyspark import SparkContext
@@ -840,6 +870,12 @@ def translate_error(e: Exception) -> Error:
     if exit_code is not None:
         return SparkFailure(f"Spark's JVM exited with code {exit_code}; the next statement "
                             "starts a new one")
+    broken = _BROKEN.search(text)
+    if broken is not None and _stop_broken_jvm():
+        return SparkFailure(f"Spark's JVM could not load {broken.group(1) or 'a native library'}"
+                            " (a full disk while it first loaded it?) and would fail every "
+                            "statement from now on; stopped it, the next statement starts "
+                            "a new one")
     endpoint = _using.get()
     if endpoint is not None and _LOST.search(text):
         return SparkFailure(f"lost the connection to the Spark at {endpoint[0]}: {text[:200]}")

@@ -11,7 +11,14 @@ replay. The checks:
 * tables: each table's newest version equals the replay (rows as a multiset);
 * indexes: each materialized view's index, at its newest tick, equals DuckDB's answer
   of the view's SQL at the time the tick says it is complete through;
-* reads: every ``SELECT … AS OF <upper>`` a worker made equals DuckDB's answer then;
+* reads: every ``SELECT … AS OF <upper>`` a worker made equals DuckDB's answer then,
+  and so does every read shaped for a projection (``ops.PROJECTION_READS``, answered
+  from one when one is live: projections never change an answer);
+* expectations (on t2): each write meets the expectations live at its time (from
+  ``mz_expectation_results``, cross-checked against the DDL journal's times): DuckDB
+  replays DROP ROW and QUARANTINE as filters, the quarantine table equals the rows
+  filtered out (exactly once), a write committed never fails a FAIL expectation it met,
+  and a write rejected by one (SQLSTATE 23514) committed nothing;
 * catalog: dependencies and indexed objects exist, GlobalIds are unique, and every
   ``since`` is at most its ``upper``.
 """
@@ -19,6 +26,7 @@ replay. The checks:
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -54,7 +62,42 @@ class Write:
     table: str
     sql: str
     oracle: str
-    outcome: str = "uncertain"  # done, uncertain (killed or given up)
+    outcome: str = "uncertain"  # done, rejected (by a FAIL expectation), uncertain
+    # Its last attempt found it already applied: an earlier attempt committed the table
+    # and may have died before the catalog's commit (which records its results).
+    retried: bool = False
+
+
+@dataclass
+class Expect:
+    """An expectation the DDL worker added to t2, with what the journal says of when:
+    wall-clock seconds of its ADD and DROP (start, end), its oracle time when known."""
+
+    name: str
+    condition: str
+    action: str
+    add: tuple[float, float]
+    created_ts: int | None = None
+    drop: tuple[float, float] | None = None
+    uncertain: bool = False  # its ADD was killed mid-way
+
+    def status(self, ts: int) -> str:
+        """Whether it was live for a write at ``ts``: live, dead or unknown. A write's
+        time is allocated under the catalog's write lock, as are the DDL's, and is the
+        wall clock then (ms, a few ms ahead at most)."""
+        if self.created_ts is not None:
+            if ts < self.created_ts:
+                return "dead"
+        elif ts < self.add[0] * 1000:
+            return "dead"
+        elif ts <= self.add[1] * 1000 + SLACK_MS:
+            return "unknown"
+        if self.drop is None or ts < self.drop[0] * 1000:
+            return "live"
+        return "dead" if ts > self.drop[1] * 1000 + SLACK_MS else "unknown"
+
+
+SLACK_MS = 50
 
 
 @dataclass
@@ -66,7 +109,12 @@ class Checker:
     _reads_seen: dict[str, int] = field(default_factory=dict)
     _sinks_seen: dict[str, int] = field(default_factory=dict)
     failed: list[tuple[str, int]] = field(default_factory=list)  # (relation, time)
-    events: list[tuple[int, str, int, str]] = field(default_factory=list)  # last replay's
+    # This pass's expectations, results by write key, and rejected INSERTs to re-check.
+    _expects: dict[str, Expect] = field(default_factory=dict)
+    _results: dict[tuple[str, int], list[tuple[int, str, str, int, str]]] = field(
+        default_factory=dict)
+    _reject_checks: list[tuple[tuple[str, int], Expect, str]] = field(default_factory=list)
+    events: list[tuple[int, str, int, Any]] = field(default_factory=list)  # last replay's
     # The last pass's committed writes: (time, table, version, key), in commit order.
     committed: list[tuple[int, str, int, tuple[str, int]]] = field(default_factory=list)
     # A deliberate oracle bug, for tests/test_soak_shrink.py only: the oracle ignores
@@ -91,6 +139,76 @@ class Checker:
                                               rec["oracle"]))
                 elif rec["ev"] == "done":
                     out[key].outcome = "done"
+                    out[key].retried = any("already applied" in n
+                                           for n in rec.get("notices") or [])
+                elif rec["ev"] == "rejected":
+                    out[key].outcome = "rejected"
+        return out
+
+    def expectations(self, snap: Any, ran: set[str]) -> dict[str, Expect]:
+        """Every expectation the DDL worker added to t2 that committed. ``ran``: the
+        names mz_expectation_results holds (an ADD killed mid-way committed if it ran,
+        is in the final catalog, or a DROP without IF EXISTS of it succeeded)."""
+        recs = list(records(self.journals / "ddl.jsonl"))
+        table = snap.find(ops.EXPECT_TABLE)
+        final = {e.name: e for e in snap.expectations_on(table.id)} if table is not None else {}
+        ended = {r["n"]: r for r in recs if r.get("ev") in ("done", "error") and "n" in r}
+        adds: dict[str, Expect] = {}
+        drops: dict[str, list[tuple[float, float, str]]] = {}  # name -> (start, end, how)
+        for rec in records(self.journals / "setup.jsonl"):  # before any write
+            found = ops.expectation_of(rec.get("sql") or "")
+            if found and rec.get("ev") == "done":
+                adds[found[1]] = Expect(found[1], found[2], found[3], (0.0, rec["t"]), 0)
+        for i, rec in enumerate(recs):
+            if rec.get("ev") != "start":
+                continue
+            sql = rec.get("sql") or ""
+            end = ended.get(rec["n"])
+            # A statement killed mid-way ended before the restarted worker's next record.
+            t_end = end["t"] if end else recs[i + 1]["t"] if i + 1 < len(recs) else 1e12
+            how = end["ev"] if end else "uncertain"
+            found = ops.expectation_of(sql)
+            dropped = re.match(r"ALTER TABLE \w+ DROP CONSTRAINT( IF EXISTS)? (\w+)$", sql)
+            if found and how != "error":
+                name = found[1]
+                created = (end or {}).get("created_ts") or (
+                    final[name].created_ts if name in final else None)
+                adds[name] = Expect(name, found[2], found[3], (rec["t"], t_end), created)
+                if how == "uncertain":
+                    adds[name].uncertain = True
+            elif dropped and how != "error":
+                drops.setdefault(dropped.group(2), []).append(
+                    (rec["t"], t_end, "strict" if how == "done" and not dropped.group(1)
+                     else how))
+        out = {}
+        for name, e in adds.items():
+            attempts = drops.get(name, [])
+            if e.uncertain and not (name in final or name in ran
+                                    or any(h == "strict" for *_, h in attempts)):
+                continue  # killed before its commit (as far as anything shows)
+            if name not in final and attempts:
+                done = [a for a in attempts if a[2] != "uncertain"]
+                last = done[0] if done else attempts[-1]
+                e.drop = (attempts[0][0], last[1])
+            out[name] = e
+        return out
+
+    def results(self) -> dict[tuple[str, int], list[tuple[int, str, str, int, str]]]:
+        """mz_expectation_results by write key: (ts, expectation, action, unexpected,
+        outcome); the statement names the key (``INSERT w1:5``)."""
+        import mzflow
+
+        conn = mzflow.connect(str(self.home))
+        try:
+            rows = conn.store.expectation_results()
+        finally:
+            conn.close()
+        out: dict[tuple[str, int], list[tuple[int, str, str, int, str]]] = {}
+        for ts, _obj, name, statement, _n, unexpected, action, outcome, _sample in rows:
+            m = re.match(r"^\w+ (\w+):(\d+)$", str(statement))
+            if m:
+                out.setdefault((m.group(1), int(m.group(2))), []).append(
+                    (int(ts), str(name), str(action), int(unexpected), str(outcome)))
         return out
 
     def views(self) -> dict[str, str]:
@@ -122,13 +240,23 @@ class Checker:
             probes += self._read_probes()
             probes += self._subscribe_probes()
             probes += self._sink_probes()
+            probes += self._query_probes()
+            probes += self._quarantine_probe(snap, warehouse)
             # A replayed sub-history (replay.py) may lack a table: nothing to check.
             tables = {t: snap.find(t) for t in ops.TABLES if snap.find(t) is not None}
             logs = {t: deltalog.commits(paths.table(warehouse, it.id))
                     for t, it in tables.items()}
             writes = self.writes()
+            rejected = {k for k, w in writes.items() if w.outcome == "rejected"}
             for key, w in writes.items():
-                w.outcome = "done" if key in finished else "uncertain"
+                w.outcome = ("done" if key in finished else
+                             "rejected" if key in rejected else "uncertain")
+            # Results are recorded in the write's own catalog transaction: read after
+            # the logs' writes, they hold every write's that finished.
+            self._results = self.results()
+            ran = {r[1] for rs in self._results.values() for r in rs}
+            self._expects = self.expectations(snap, ran)
+            self._reject_checks = []
             events = self._keys(writes, logs)
             self.events = events
             probes += self._table_probes(tables, logs, warehouse)
@@ -158,7 +286,7 @@ class Checker:
             self.counts["catalog items checked"] += 1
 
     def _keys(self, writes: dict[tuple[str, int], Write],
-              logs: dict[str, list[deltalog.Commit]]) -> list[tuple[int, str, int, str]]:
+              logs: dict[str, list[deltalog.Commit]]) -> list[tuple[int, str, int, Any]]:
         """Check the keys; return the replay's events ``(ts, table, version, sql)``."""
         seen: dict[tuple[str, int], list[str]] = {}
         events = []
@@ -183,7 +311,8 @@ class Checker:
                         continue
                     if w.table != table:
                         self.fail(f"write {key} ({w.table}) committed to {table}")
-                    events.append((c.ts or 0, table, c.version, w.oracle))
+                    events.append((c.ts or 0, table, c.version,
+                                   self._oracle(w, key, c.ts or 0)))
                     self.committed.append((c.ts or 0, table, c.version, key))
                 if c.ts is None or c.ts <= last_ts:
                     self.fail(f"{table} v{c.version}: write time {c.ts} not after {last_ts}")
@@ -191,6 +320,8 @@ class Checker:
         for key, w in writes.items():
             where = seen.get(key, [])
             self.counts["writes checked"] += 1
+            if w.outcome == "rejected":
+                self._rejected(key, w, bool(where))
             if len(where) > 1:
                 self.fail(f"write {key} applied {len(where)} times: {where}: {w.sql}")
             elif w.outcome == "done" and not where:
@@ -202,6 +333,171 @@ class Checker:
         events.sort(key=lambda e: (e[0], e[1], e[2]))
         self.committed.sort(key=lambda e: (e[0], e[1], e[2]))
         return events
+
+    # -- expectations ------------------------------------------------------------------
+
+    def _applied(self, w: Write, key: tuple[str, int], ts: int) -> dict[str, Expect]:
+        """The expectations a write at ``ts`` met: as mz_expectation_results records
+        them, checked against the DDL journal's times. A write with no results met
+        none, unless it may have died between its table's commit and its catalog's
+        (killed, or its retry found it applied): then the journal's times decide (an
+        expectation whose DDL overlapped the write: live if the write is nearer the
+        DDL's end, counted)."""
+        recorded = {r[1]: r for r in self._results.get(key, []) if r[0] == ts}
+        orphan = w.retried or w.outcome != "done"
+        out = {}
+        for name, e in self._expects.items():
+            status = e.status(ts)
+            if recorded:
+                self.counts["expectation timings checked"] += 1
+                if status == "live" and name not in recorded:
+                    self.fail(f"write {key} at {ts}: expectation {name} was live (added "
+                              "before it, not dropped) but not applied")
+                elif status == "dead" and name in recorded:
+                    self.fail(f"write {key} at {ts}: expectation {name} applied but it "
+                              "was not live then")
+                if name in recorded:
+                    out[name] = e
+                    if recorded[name][2] != e.action:
+                        self.fail(f"write {key}: expectation {name} acted as "
+                                  f"{recorded[name][2]}, defined {e.action}")
+            elif not orphan:
+                # An INSERT's batch is never empty: had it met one, results would say so.
+                if status == "live" and w.sql.startswith("INSERT"):
+                    self.fail(f"write {key} at {ts}: expectation {name} was live (added "
+                              "before it, not dropped) but no result records it")
+            elif status == "live":
+                out[name] = e
+            elif status == "unknown":
+                self.counts["writes with expectation timing guessed"] += 1
+                dropping = e.drop is not None and ts >= e.drop[0] * 1000
+                lo, hi = e.drop if e.drop is not None and dropping else e.add
+                if (ts > (lo + hi) * 500) != dropping:  # nearer the ADD's end or DROP's start
+                    out[name] = e
+        unknown = set(recorded) - set(self._expects)
+        if unknown:
+            self.fail(f"write {key}: unknown expectations applied: {sorted(unknown)}")
+        return out
+
+    def _oracle(self, w: Write, key: tuple[str, int], ts: int) -> Any:
+        """What DuckDB replays for a committed write: its SQL, or (a t2 write that met
+        DROP ROW, QUARANTINE or FAIL expectations) statements applying them."""
+        if w.table != ops.EXPECT_TABLE or w.sql.startswith("DELETE"):
+            return w.oracle
+        applied = self._applied(w, key, ts)
+        acting = sorted((e for e in applied.values() if e.action != "WARN"),
+                        key=lambda e: e.name)
+        if not acting:
+            return w.oracle
+        statement = f"{w.sql.split()[0]} {key[0]}:{key[1]}"
+        every = sorted(applied.values(), key=lambda e: e.name)
+        if w.sql.startswith("INSERT"):
+            values = w.oracle.split(" VALUES ", 1)[1]
+            source, cols, new = "_batch", "k, name, w", lambda c: c
+            out = ["DELETE FROM _batch", f"INSERT INTO _batch VALUES {values}"]
+            where = "TRUE"
+        else:
+            m = re.match(r"^UPDATE t2 SET w = w \+ 10, name = 'upd' WHERE (.*)$", w.oracle)
+            assert m, w.oracle
+            source, cols, where, out = "t2", "k, 'upd', w + 10", m.group(1), []
+
+            def new(c: str) -> str:
+                return re.sub(r"\bw\b", "(w + 10)", re.sub(r"\bname\b", "'upd'", c))
+
+        def bad(e: Expect) -> str:
+            return f"(({new(e.condition)}) IS FALSE)"  # NULL passes, as in CHECK
+
+        def any_of(es: list[Expect]) -> str:
+            return "(" + " OR ".join(bad(e) for e in es) + ")" if es else "FALSE"
+
+        failing = [e for e in acting if e.action == "FAIL"]
+        if failing:
+            out.append(f"#assert-none write {key} committed although rows fail a FAIL "
+                       f"expectation|SELECT count(*) FROM {source} WHERE ({where}) AND "
+                       f"{any_of(failing)}")
+        held = [e for e in acting if e.action == "QUARANTINE"]
+        removed = [e for e in acting if e.action in ("DROP ROW", "QUARANTINE")]
+        if held:
+            names = ("concat_ws(', ', " + ", ".join(
+                f"CASE WHEN {bad(e)} THEN '{e.name}' END" for e in every) + ")")
+            out.append(f"INSERT INTO {ops.QUARANTINE} SELECT {cols}, {names}, {ts}, "
+                       f"'{statement}' FROM {source} WHERE ({where}) AND {any_of(held)}")
+        if w.sql.startswith("INSERT"):
+            out.append(f"INSERT INTO t2 SELECT {cols} FROM _batch WHERE NOT {any_of(removed)}")
+        else:
+            out.append(f"UPDATE t2 SET w = w + 10, name = 'upd' WHERE ({where}) AND NOT "
+                       f"{any_of(removed)}")
+        self.counts["writes replayed with expectations"] += 1
+        return out
+
+    def _rejected(self, key: tuple[str, int], w: Write, committed: bool) -> None:
+        """A write a FAIL expectation rejected: nothing committed, and the results say
+        which expectation failed it (one the DDL journal knows as FAIL)."""
+        self.counts["rejected writes checked"] += 1
+        if committed:
+            self.fail(f"write {key} was rejected by an expectation but is committed: {w.sql}")
+        failed = [r for r in self._results.get(key, []) if r[4] == "FAIL" and r[3] > 0]
+        if not failed:
+            self.fail(f"write {key} was rejected but no FAIL expectation result records it")
+        for r in failed:
+            e = self._expects.get(r[1])
+            if e is None or e.action != "FAIL":
+                self.fail(f"write {key} rejected by {r[1]}, not a FAIL expectation")
+            elif w.sql.startswith("INSERT"):
+                self._reject_checks.append((key, e, w.oracle.split(" VALUES ", 1)[1]))
+
+    def _quarantine_probe(self, snap: Any, warehouse: Path) -> list[tuple[int, str, Any]]:
+        """t2's quarantine at its newest commit (read before the tables' logs: its
+        rows' writes are in them)."""
+        from deltalake import DeltaTable
+
+        from mzflow.storage import paths
+
+        item = snap.find(ops.QUARANTINE)
+        if item is None:
+            return []
+        path = paths.table(warehouse, item.id)
+        commits = [c for c in deltalog.commits(path) if c.ts is not None]
+        if not commits:
+            return []
+        try:
+            data = DeltaTable(str(path), version=commits[-1].version).to_pyarrow_table()
+        except Exception:  # vacuumed under us: the next pass reads again
+            self.counts["table reads skipped"] += 1
+            return []
+        cols = [c.split()[0] for c in ops.QUARANTINE_COLS.split(", ")]
+        rows = []
+        for row in zip(*(data.column(c).to_pylist() for c in cols), strict=True):
+            names = ", ".join(sorted(str(row[3]).split(", ")))
+            rows.append((*row[:3], names, *row[4:]))
+        return [(max(c.ts for c in commits if c.ts is not None), "quarantine",
+                 (ops.QUARANTINE, cols, bag(rows)))]
+
+    def _query_probes(self) -> list[tuple[int, str, Any]]:
+        """The DDL worker's reads shaped for projections: at their AS OF, or a plain
+        read whose time (``read_ts``) did not move while it ran."""
+        out = []
+        for path in [self.journals / "ddl.jsonl", *sorted(self.journals.glob("ticker*.jsonl"))]:
+            out += self._queries_of(path)
+        return out
+
+    def _queries_of(self, path: Path) -> list[tuple[int, str, Any]]:
+        out = []
+        for i, rec in enumerate(records(path)):
+            if i < self._reads_seen.get(f"query:{path.name}", 0):
+                continue
+            self._reads_seen[f"query:{path.name}"] = i + 1
+            if rec.get("ev") != "query":
+                continue
+            self.counts["routed reads"] += 1 if rec.get("routed") else 0
+            at = rec["at"]
+            if at is None and rec["before"] != rec["after"]:
+                self.counts["plain reads not checked (time moved)"] += 1
+                continue
+            sql = re.sub(r" AS OF \d+$", "", rec["sql"])
+            out.append((at if at is not None else rec["before"], "query",
+                        (sql, "SQL", bag(rec["rows"]))))
+        return out
 
     def _table_probes(self, tables: dict[str, Any], logs: dict[str, list[Any]],
                       warehouse: Path) -> list[tuple[int, str, Any]]:
@@ -346,13 +642,15 @@ class Checker:
             self._sinks_seen[name] = len(files)
         return out
 
-    def _replay(self, events: list[tuple[int, str, int, str]],
+    def _replay(self, events: list[tuple[int, str, int, Any]],
                 probes: list[tuple[int, str, Any]], views: dict[str, str]) -> None:
         import duckdb
 
         db = duckdb.connect()
         for t, cols in ops.TABLES.items():
             db.execute(f"CREATE TABLE {t} ({cols})")
+        db.execute(f"CREATE TABLE {ops.QUARANTINE} ({ops.QUARANTINE_COLS})")
+        db.execute(f"CREATE TEMP TABLE _batch ({ops.TABLES[ops.EXPECT_TABLE]})")
         for name, select in views.items():
             db.execute(f"CREATE VIEW {name} AS {select}")
         probes.sort(key=lambda p: p[0])
@@ -365,10 +663,27 @@ class Checker:
         while i < len(events):  # the rest still has to replay cleanly
             self._apply(db, events[i])
             i += 1
+        for key, e, values in self._reject_checks:  # a rejected INSERT's rows fail it
+            db.execute("DELETE FROM _batch")
+            db.execute(f"INSERT INTO _batch VALUES {values}")
+            n = db.execute(f"SELECT count(*) FROM _batch WHERE ({e.condition}) IS FALSE"
+                           ).fetchone()
+            if not n or not n[0]:
+                self.fail(f"write {key} was rejected by {e.name} but no row fails it")
         db.close()
 
-    def _apply(self, db: Any, event: tuple[int, str, int, str]) -> None:
+    def _apply(self, db: Any, event: tuple[int, str, int, Any]) -> None:
         ts, table, version, sql = event
+        if isinstance(sql, list):
+            for one in sql:
+                if one.startswith("#assert-none "):
+                    what, query = one[len("#assert-none "):].split("|", 1)
+                    got = db.execute(query).fetchone()
+                    if got and got[0]:
+                        self.fail(f"{what} (at {ts})")
+                else:
+                    self._apply(db, (ts, table, version, one))
+            return
         if sql.startswith("#columns "):
             have = {r[0] for r in db.execute(f"DESCRIBE {table}").fetchall()}
             for col in sql.split(" ", 1)[1].split(","):
@@ -383,7 +698,8 @@ class Checker:
     def _probe(self, db: Any, ts: int, kind: str, payload: Any) -> None:
         name, cols, got = payload
         select = ", ".join(cols) if cols else "*"
-        want = bag(db.execute(f"SELECT {select} FROM {name}").fetchall())
+        query = name if cols == "SQL" else f"SELECT {select} FROM {name}"
+        want = bag(db.execute(query).fetchall())
         self.counts[f"{kind} checks"] += 1
         if got != want:
             self.fail(f"{kind} {name} at {ts} differs from the oracle: {diff(got, want)}")

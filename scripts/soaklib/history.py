@@ -23,6 +23,7 @@ The file: one JSON header line (seed, the violation), then one operation per lin
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Iterable
@@ -74,6 +75,12 @@ def build(workdir: Path, checker: Checker, snapshot: Any, warehouse: Path) -> li
             elif ev == "subscribe":
                 out.append({"op": "subscribe", "rel": rec["rel"], "as_of": rec["as_of"],
                             "key": rec["up_to"] - 1 + 0.7})
+    for rec in itertools.chain(*(records(p) for p in [journals / "ddl.jsonl",
+                                                      *sorted(journals.glob("ticker*.jsonl"))])):
+        if rec.get("ev") == "query":  # a read shaped for a projection
+            at = rec["at"] if rec["at"] is not None else rec["before"]
+            out.append({"op": "query", "sql": re.sub(r" AS OF \d+$", "", rec["sql"]),
+                        "as_of": rec["at"], "key": at + 0.6})
     for rec in records(journals / "compactor.jsonl"):
         if rec.get("ev") == "compact":
             out.append({"op": "compact", "key": rec["t"] * 1000})
@@ -113,17 +120,34 @@ def _ddl(path: Path, snapshot: Any) -> list[Op]:
     names = {i.name for i in snapshot.items}
     t3 = snapshot.find("t3")
     t3_columns = {c.name for c in t3.columns} if t3 is not None else set()
+    projections = {p.name for p in snapshot.projections}
+    expectations = {e.name for e in snapshot.expectations}
+    dropped_later = {m.group(1) for n, d in done.items() if (m := re.search(
+        r"DROP CONSTRAINT (\w+)$", d["sql"]))}  # without IF EXISTS: it existed
     out = []
     for n, rec in sorted(started.items()):
         sql = rec["sql"]
         if n in done:
-            out.append({"op": "sql", "sql": sql, "key": done[n]["t"] * 1000})
+            # An expectation from its own time (writes after it met it), else the
+            # statement's end.
+            key = done[n].get("created_ts") or done[n]["t"] * 1000
+            out.append({"op": "sql", "sql": sql, "key": key})
             continue
         created = re.match(r"CREATE \w+(?: VIEW)? (\w+)", sql)
         added = re.match(r"ALTER TABLE t3 ADD COLUMN (\w+)", sql)
+        projection = re.match(r"ALTER TABLE \w+ (ADD|DROP) PROJECTION(?: IF (?:NOT )?EXISTS)? "
+                              r"(\w+)", sql)
+        expectation = re.match(r"ALTER TABLE \w+ (ADD|DROP) CONSTRAINT(?: IF EXISTS)? (\w+)",
+                               sql)
         if (created and created.group(1) in names
                 or sql.startswith("DROP") and rec.get("view") not in names
-                or added and added.group(1) in t3_columns):
+                or added and added.group(1) in t3_columns
+                or projection and (projection.group(2) in projections)
+                == (projection.group(1) == "ADD")
+                or expectation and expectation.group(1) == "ADD"
+                and (expectation.group(2) in expectations | dropped_later)
+                or expectation and expectation.group(1) == "DROP"
+                and expectation.group(2) not in expectations):
             out.append({"op": "sql", "sql": sql, "key": rec["t"] * 1000, "uncertain": True})
     return out
 
@@ -171,6 +195,10 @@ def relevant(history: list[Op], relation: str | None, kind: str | None,
             views[m.group(1)] = m.group(2)
     reads: set[str] = set()
     todo = [relation]
+    if kind == "query":  # its SQL: the tables it reads
+        todo = [t for t in ops.TABLES if re.search(rf"\b{t}\b", relation)]
+    elif relation == ops.QUARANTINE:  # filled by t2's writes
+        todo = [relation, ops.EXPECT_TABLE]
     while todo:
         name = todo.pop()
         if name in reads:
@@ -179,7 +207,8 @@ def relevant(history: list[Op], relation: str | None, kind: str | None,
         if name in views:
             todo += [w for w in [*ops.TABLES, *views] if w != name
                      and re.search(rf"\b{w}\b", views[name])]
-    cut = at + 1 if at is not None and kind in ("table", "index", "read") else None
+    cut = (at + 1 if at is not None and kind in ("table", "index", "read", "query", "quarantine")
+           else None)
     out = []
     for op in history:
         if cut is not None and op["key"] >= cut:
@@ -190,6 +219,7 @@ def relevant(history: list[Op], relation: str | None, kind: str | None,
                 or k == "tick" and op["view"] in reads
                 or k == "read" and kind == "read" and op["view"] == relation
                 or k == "subscribe" and kind == "subscribe" and op["rel"] == relation
+                or k == "query" and kind == "query" and op["sql"] == relation
                 or k == "sink" and kind == "sink"):
             out.append(op)
     return out
@@ -226,6 +256,9 @@ def as_sql(history: Iterable[Op]) -> list[str]:
         elif k == "subscribe":
             out.append(f"-- SUBSCRIBE {op['rel']} AS OF <the time after the writes "
                        f"before {op['as_of']}> UP TO <now>")
+        elif k == "query":
+            at = "" if op["as_of"] is None else " AS OF <the time after the writes before it>"
+            out.append(f"{op['sql']}{at};  -- a read a projection may answer")
         elif k == "compact":
             out.append("-- $ mzflow compact")
         elif k == "sink":
@@ -233,11 +266,14 @@ def as_sql(history: Iterable[Op]) -> list[str]:
     return out
 
 
-_KIND = re.compile(r"^(table|index|read|subscribe|sink) (\S+) at (\d+) differs")
+_KIND = re.compile(r"^(table|index|read|subscribe|sink|quarantine) (\S+) at (\d+) differs")
 
 
 def target(violation: str) -> tuple[str | None, str | None, int | None]:
     """(kind, relation, time) of a checker violation, as far as it names them."""
+    m = re.match(r"^query (SELECT .*?) at (\d+) differs", violation)
+    if m:  # a read shaped for a projection: the relation is its SQL
+        return "query", m.group(1), int(m.group(2))
     m = _KIND.match(violation)
     if m:
         return m.group(1), m.group(2), int(m.group(3))

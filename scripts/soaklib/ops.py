@@ -9,6 +9,8 @@ replays for it (COPY's file becomes an INSERT of the same rows).
 from __future__ import annotations
 
 import random
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,17 +44,53 @@ DYNAMIC_SHAPES = (
     "SELECT a, count(*) AS n FROM t3 WHERE a IS NOT NULL GROUP BY a",
 )
 NAMES = ("ann", "bob", "cy", None)
+# Projections the DDL worker adds and drops: (table, its SELECT, no FROM). Aggregate
+# ones (GROUP BY) and sorted ones (ORDER BY); the reads below are shaped to use them.
+PROJECTIONS = (
+    ("t1", "SELECT k, sum(v), count(*), min(v), max(v) GROUP BY k"),
+    ("t1", "SELECT s, count(*), avg(v) GROUP BY s"),
+    ("t1", "SELECT k, s, sum(v), count(*) GROUP BY k, s"),
+    ("t1", "SELECT k, v, s ORDER BY k"),
+    ("t2", "SELECT name, sum(w), count(*), max(w) GROUP BY name"),
+    ("t2", "SELECT k, name, w ORDER BY k"),
+)
+# Reads a live projection can answer ({k}, {k2}: a key 0-9). Projections never change an
+# answer: the checker compares each with DuckDB's at the time it read.
+PROJECTION_READS = (
+    "SELECT k, sum(v), count(*) FROM t1 GROUP BY k",
+    "SELECT k, min(v), max(v) FROM t1 GROUP BY k",
+    "SELECT s, count(*), avg(v) FROM t1 GROUP BY s",
+    "SELECT k, s, sum(v) FROM t1 GROUP BY k, s",
+    "SELECT k, v, s FROM t1 WHERE k = {k}",
+    "SELECT name, sum(w), count(*) FROM t2 GROUP BY name",
+    "SELECT k, name, w FROM t2 WHERE k IN ({k}, {k2})",
+)
+# Expectations the DDL worker adds to t2 and drops: SQL conditions on one row. The
+# writers make rows that fail each (w < 0, w >= 95, k = 9), so every action has work.
+EXPECT_TABLE = "t2"
+EXPECT_CONDITIONS = ("w IS NULL OR w >= 0", "w < 95", "k <> 9")
+ACTIONS = ("WARN", "DROP ROW", "QUARANTINE", "FAIL")
+QUARANTINE = "t2_quarantine"
+QUARANTINE_COLS = "k int, name text, w int, _mz_expectations text, " \
+                  "_mz_quarantined_at bigint, _mz_statement text"
 
 
 # Sinks that live for the whole soak: name -> source. Minutely intervals, Parquet,
-# APPEND envelope (mz_timestamp, mz_diff, row…); the checker replays their files.
-SINKS = {"s_t2": "t2"}
+# APPEND envelope (mz_timestamp, mz_diff, row…); the checker replays their files. A
+# view's sink evaluates it (on Spark) at every time its tables changed: mv_t3 reads the
+# table written least often.
+SINKS = {"s_t2": "t2", "s_t3": "mv_t3"}
 
 
 def setup_sql(retain: str, sink_dir: str) -> list[str]:
     out = [f"ALTER SYSTEM SET retain_history = '{retain}'"]
     out += [f"CREATE CLUSTER {c} SIZE 'small'" for c in CLUSTERS]
     out += [f"CREATE TABLE {t} ({cols})" for t, cols in TABLES.items()]
+    # A projection and an expectation from the start (the DDL worker may drop them), so
+    # that even a short soak routes reads and quarantines rows.
+    out += [f"ALTER TABLE t1 ADD PROJECTION p0 ({PROJECTIONS[0][1]})",
+            f"ALTER TABLE {EXPECT_TABLE} ADD CONSTRAINT e0 EXPECT ({EXPECT_CONDITIONS[0]}) "
+            "ON VIOLATION QUARANTINE"]
     out += [f"CREATE MATERIALIZED VIEW {v} IN CLUSTER {c} AS {q}"
             for v, (c, q) in FIXED_VIEWS.items()]
     out += [f"CREATE SINK {name} IN CLUSTER c1 FROM {src} INTO PARQUET '{sink_dir}/{name}' "
@@ -69,6 +107,7 @@ class Op:
     copy_rows: list[tuple[Any, ...]] = field(default_factory=list)  # COPY's file content
     view: str | None = None  # DDL: the view it creates or drops
     select: str | None = None  # DDL: the created view's SELECT
+    ddl: str | None = None  # DDL: its kind (create_mv, add_projection, add_expectation, …)
 
 
 def rng_for(seed: int, worker: str, n: int) -> random.Random:
@@ -109,7 +148,9 @@ def write_op(seed: int, worker: str, widx: int, n: int, spark: bool, copy_dir: P
         rows = _t1_rows(r, base)
         return Op("insert", f"INSERT INTO t1 VALUES {_values(rows)}", "t1")
     if kind == "insert2":
-        rows2 = [(r.randint(0, 9), r.choice(NAMES), None if r.random() < 0.1 else r.randint(0, 99))
+        # w from -20: some rows fail the expectations the DDL worker adds (ops.EXPECT_…)
+        rows2 = [(r.randint(0, 9), r.choice(NAMES),
+                  None if r.random() < 0.1 else r.randint(-20, 99))
                  for _ in range(r.randint(1, 3))]
         return Op("insert", f"INSERT INTO t2 VALUES {_values(rows2)}", "t2")
     if kind == "insert3":
@@ -133,12 +174,14 @@ def write_op(seed: int, worker: str, widx: int, n: int, spark: bool, copy_dir: P
     return Op("delete", sql, sql.split()[2])
 
 
-def ddl_op(seed: int, n: int, live: list[str]) -> Op:
+def ddl_op(seed: int, n: int, live: Sequence[str],
+           projections: Sequence[tuple[str, str]] = (), expectations: Sequence[str] = ()) -> Op:
     """The DDL worker's ``n``-th statement. ``live`` (the dynamic views it believes
-    exist) only chooses what to drop; dropping a view already gone is a clean error."""
+    exist), ``projections`` ((table, name) of the live ones) and ``expectations`` (names
+    of t2's) only choose what to drop; dropping one already gone is a clean error."""
     r = rng_for(seed, "ddl", n)
     choice = r.random()
-    if choice < 0.4 or not live:
+    if choice < 0.25 or choice < 0.41 and not live:
         name = f"dv{n}"
         select = r.choice(DYNAMIC_SHAPES)
         plain = sorted(v for v in live if v.startswith("pv"))
@@ -146,15 +189,57 @@ def ddl_op(seed: int, n: int, live: list[str]) -> Op:
             select = f"SELECT * FROM {r.choice(plain)}"
         cluster = r.choice(CLUSTERS)
         return Op("ddl", f"CREATE MATERIALIZED VIEW {name} IN CLUSTER {cluster} AS {select}",
-                  view=name, select=select)
-    if choice < 0.5:
+                  view=name, select=select, ddl="create_mv")
+    if choice < 0.29:
         name = f"pv{n}"  # a plain view, indexed later or dropped with CASCADE
         select = r.choice(DYNAMIC_SHAPES[:4])
-        return Op("ddl", f"CREATE VIEW {name} AS {select}", view=name, select=select)
-    if choice < 0.6:
-        return Op("ddl", f"CREATE INDEX ix{n} IN CLUSTER {r.choice(CLUSTERS)} ON t1 (k)")
-    if choice < 0.7:
-        return Op("ddl", f"ALTER TABLE t3 ADD COLUMN x{n} int")
-    victim = r.choice(sorted(live))
-    word = "VIEW" if victim.startswith("pv") else "MATERIALIZED VIEW"
-    return Op("ddl", f"DROP {word} IF EXISTS {victim} CASCADE", view=victim)
+        return Op("ddl", f"CREATE VIEW {name} AS {select}", view=name, select=select,
+                  ddl="create_view")
+    if choice < 0.33:
+        return Op("ddl", f"CREATE INDEX ix{n} IN CLUSTER {r.choice(CLUSTERS)} ON t1 (k)",
+                  ddl="create_index")
+    if choice < 0.37:
+        return Op("ddl", f"ALTER TABLE t3 ADD COLUMN x{n} int", ddl="add_column")
+    if choice < 0.41:
+        victim = r.choice(sorted(live))
+        word = "VIEW" if victim.startswith("pv") else "MATERIALIZED VIEW"
+        return Op("ddl", f"DROP {word} IF EXISTS {victim} CASCADE", view=victim,
+                  ddl="drop_view")
+    if choice < 0.56 or choice < 0.76 and not projections:
+        table, select = r.choice(PROJECTIONS)
+        maybe = " IF NOT EXISTS" if r.random() < 0.3 else ""
+        return Op("ddl", f"ALTER TABLE {table} ADD PROJECTION{maybe} p{n} ({select})",
+                  table=table, ddl="add_projection")
+    if choice < 0.64:
+        table, name = r.choice(sorted(projections))
+        maybe = " IF EXISTS" if r.random() < 0.5 else ""
+        return Op("ddl", f"ALTER TABLE {table} DROP PROJECTION{maybe} {name}", table=table,
+                  ddl="drop_projection")
+    if choice < 0.76:
+        table, name = r.choice(sorted(projections))
+        verb = r.choice(("MATERIALIZE", "CLEAR"))
+        return Op("ddl", f"ALTER TABLE {table} {verb} PROJECTION {name}", table=table,
+                  ddl=f"{verb.lower()}_projection")
+    if choice < 0.9 or not expectations:
+        cond = r.choice(EXPECT_CONDITIONS)
+        action = r.choices(ACTIONS, (3, 3, 3, 1))[0]
+        return Op("ddl", f"ALTER TABLE {EXPECT_TABLE} ADD CONSTRAINT e{n} EXPECT ({cond}) "
+                         f"ON VIOLATION {action}", table=EXPECT_TABLE, ddl="add_expectation")
+    maybe = " IF EXISTS" if r.random() < 0.5 else ""
+    return Op("ddl", f"ALTER TABLE {EXPECT_TABLE} DROP CONSTRAINT{maybe} "
+                     f"{r.choice(sorted(expectations))}", table=EXPECT_TABLE,
+              ddl="drop_expectation")
+
+
+_ADD_EXPECTATION = re.compile(r"^ALTER TABLE (\w+) ADD CONSTRAINT (\w+) EXPECT \((.*)\) "
+                              r"ON VIOLATION (WARN|DROP ROW|QUARANTINE|FAIL)$")
+
+
+def expectation_of(sql: str) -> tuple[str, str, str, str] | None:
+    """(table, name, condition, action) of an ADD CONSTRAINT the DDL worker makes."""
+    m = _ADD_EXPECTATION.match(sql)
+    return (m.group(1), m.group(2), m.group(3), m.group(4)) if m else None
+
+
+def projection_read(r: random.Random) -> str:
+    return r.choice(PROJECTION_READS).format(k=r.randint(0, 9), k2=r.randint(0, 9))

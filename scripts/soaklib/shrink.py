@@ -91,6 +91,11 @@ _DROP = re.compile(r"^DROP (?:MATERIALIZED VIEW|VIEW|TABLE|INDEX|SINK)( IF EXIST
                    re.IGNORECASE)
 
 
+# ALTER TABLE … ADD/DROP/MATERIALIZE/CLEAR PROJECTION and ADD/DROP CONSTRAINT.
+_PART = re.compile(r"^ALTER TABLE \w+ (ADD|DROP|MATERIALIZE|CLEAR) (?:PROJECTION|CONSTRAINT)"
+                   r"( IF (?:NOT )?EXISTS)? (\w+)")
+
+
 def names_in(sql: str) -> set[str]:
     """The soak object names ``sql`` mentions (string literals, paths included, left out)."""
     return set(_NAME.findall(_STRING.sub("''", sql)))
@@ -112,8 +117,18 @@ def plausible(ops: Sequence[dict[str, Any]]) -> bool:
         for n in gone:
             deps.pop(n, None)
 
+    parts: set[str] = set()  # live projections and expectations (pN, eN)
     for op in ops:
         kind = op["op"]
+        part = _PART.match(op.get("sql") or "") if kind == "sql" else None
+        if part:
+            verb, guarded, name = part.groups()
+            if verb == "ADD":
+                parts.add(name)
+            elif name not in parts and not guarded:
+                return False  # DROP, MATERIALIZE or CLEAR of one never added
+            elif verb == "DROP":
+                parts.discard(name)
         if kind in ("sql", "write"):
             sql = op["sql"]
             created = _CREATE.match(sql)

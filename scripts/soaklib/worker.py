@@ -64,7 +64,8 @@ def writer(args: dict[str, Any], conn: Any, j: Journal) -> None:
     copy_dir.mkdir(exist_ok=True)
     started = [rec for rec in records(j.path) if rec.get("ev") == "start"]
     n = started[-1]["n"] if started else 0  # resume at the last started (maybe unfinished)
-    finished = {rec["n"] for rec in records(j.path) if rec.get("ev") in ("done", "gave_up")}
+    finished = {rec["n"] for rec in records(j.path)
+                if rec.get("ev") in ("done", "gave_up", "rejected")}
     if n in finished or n == 0:
         n += 1
     pace = random.Random(f"{args['seed']}/{name}/pace/{os.getpid()}")
@@ -80,6 +81,12 @@ def writer(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 j.write(ev="done", n=n, status=r.status, notices=r.notices, attempt=attempt)
                 break
             except Exception as exc:  # an error is uncertain: retried with the same key
+                if getattr(exc, "code", None) == "23514":
+                    # A FAIL expectation rejected it: finished, with no effect (nothing
+                    # of an earlier attempt was committed, or this one would have been
+                    # skipped as already applied).
+                    j.write(ev="rejected", n=n, msg=str(exc)[:300], attempt=attempt)
+                    break
                 _error(j, "write", exc, n=n, attempt=attempt)
                 time.sleep(0.5 * (attempt + 1))
         else:
@@ -151,6 +158,11 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 _error(j, "read", exc, view=view)
         if r.random() < 0.5:
             _subscribe(conn, j, r)
+        if r.random() < 0.5:  # a read shaped for a projection, on Spark when not routed
+            try:
+                projection_read(conn, j, r, ops.projection_read(r))
+            except Exception as exc:
+                _error(j, "query", exc)
         _pause(r, 0.0, args["tick_pause"])
 
 
@@ -200,11 +212,13 @@ def ddl(args: dict[str, Any], conn: Any, j: Journal) -> None:
     r = random.Random(f"{args['seed']}/ddl/pace/{os.getpid()}")
     while not _stopping(args):
         _pause(r, 1.0, args["ddl_pause"])
-        op = ops.ddl_op(args["seed"], n, sorted(live))
-        j.write(ev="start", n=n, sql=op.sql, view=op.view, select=op.select)
+        snap = conn.store.snapshot()
+        op = ops.ddl_op(args["seed"], n, sorted(live), *_live_extras(snap))
+        j.write(ev="start", n=n, sql=op.sql, view=op.view, select=op.select, kind=op.ddl)
         try:
-            conn.execute(op.sql)
-            j.write(ev="done", n=n, sql=op.sql, view=op.view)
+            res = conn.execute(op.sql)
+            j.write(ev="done", n=n, sql=op.sql, view=op.view, kind=op.ddl,
+                    notices=res.notices, **created(conn, op.sql))
             if op.view:
                 (live.add if op.sql.startswith("CREATE") else live.discard)(op.view)
                 if op.sql.startswith("DROP"):  # CASCADE took what was built on it
@@ -213,6 +227,59 @@ def ddl(args: dict[str, Any], conn: Any, j: Journal) -> None:
         except Exception as exc:
             _error(j, "ddl", exc, n=n, sql=op.sql)
         n += 1
+        for _ in range(r.randint(1, 3)):  # reads a live projection answers in process
+            try:
+                projection_read(conn, j, r, ops.projection_read(r), spark=False)
+            except Exception as exc:
+                _error(j, "query", exc)
+
+
+def _live_extras(snap: Any) -> tuple[list[tuple[str, str]], list[str]]:
+    """(table, name) of every projection, and the names of t2's expectations."""
+    names = {i.id: i.name for i in snap.items}
+    table = snap.find(ops.EXPECT_TABLE)
+    return ([(names.get(p.table_id, "?"), p.name) for p in snap.projections],
+            [e.name for e in snap.expectations_on(table.id)] if table is not None else [])
+
+
+def created(conn: Any, sql: str) -> dict[str, Any]:
+    """An ADD CONSTRAINT's time (``created_ts``): the checker's oracle applies the
+    expectation to the writes after it (replay.py journals it too)."""
+    found = ops.expectation_of(sql)
+    if found is None:
+        return {}
+    snap = conn.store.snapshot()
+    table = snap.find(found[0])
+    for e in snap.expectations_on(table.id) if table is not None else ():
+        if e.name == found[1]:
+            return {"created_ts": e.created_ts}
+    return {}
+
+
+def projection_read(conn: Any, j: Any, r: random.Random, sql: str, spark: bool = True
+                    ) -> None:
+    """A read shaped for a projection, at the current time or ``AS OF`` a recent one,
+    journaled with its time and whether mzflow answered it from a projection. Without
+    ``spark`` (the DDL worker, whose process has no JVM and is killed often) only a
+    read that EXPLAIN says is answered in process runs."""
+    from mzflow.runtime import projections
+
+    before = conn.store.snapshot().read_ts
+    at = None
+    if r.random() < 0.5:
+        at = max(0, before - r.randint(0, 20_000))
+        sql = f"{sql} AS OF {at}"
+    if not spark:
+        plan = "\n".join(str(row[0]) for row in conn.execute(f"EXPLAIN {sql}").rows)
+        if "Read: in process" not in plan:
+            j.write(ev="query_skipped", sql=sql)
+            return
+    routed = projections.ROUTED[0]
+    res = conn.execute(sql)
+    routed = projections.ROUTED[0] - routed
+    after = conn.store.snapshot().read_ts
+    j.write(ev="query", sql=sql, at=at, before=before, after=after, routed=routed,
+            rows=[[_norm(v) for v in row] for row in res.rows])
 
 
 ROLES = {"setup": setup, "writer": writer, "ticker": ticker, "compactor": compactor,
