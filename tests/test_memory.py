@@ -236,3 +236,39 @@ def test_a_long_lived_process_keeps_no_more_spark_state_as_it_ticks(
     # while its cleanup, asynchronous, catches up).
     assert later["SQL executions"] <= 30, later
     conn.close()
+
+
+def test_a_jvm_that_exited_after_its_error_was_told_is_replaced(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # An out-of-memory JVM may take longer to exit than translate_error waits (CI, two
+    # busy cores): the error said "ran out of memory", and the next statement got the
+    # dead JVM's "Connection refused". No Spark here: stand-ins for the two sessions.
+    from types import SimpleNamespace
+
+    from mzflow.render import spark
+
+    class Proc:
+        def __init__(self, code: int | None) -> None:
+            self.code = code
+
+        def poll(self) -> int | None:
+            return self.code
+
+    def with_jvm(code: int | None) -> SimpleNamespace:
+        return SimpleNamespace(sparkContext=SimpleNamespace(
+            _gateway=SimpleNamespace(proc=Proc(code))))
+
+    fresh = with_jvm(None)
+    monkeypatch.setattr(spark, "_start", lambda master: fresh)
+    # (Not pyspark's class state: this process may hold a real session for later tests.)
+    forgotten = []
+    monkeypatch.setattr(spark, "_forget", lambda dead: (
+        forgotten.append(dead), setattr(spark, "_session", None)))
+    alive = with_jvm(None)
+    monkeypatch.setattr(spark, "_session", alive)
+    assert spark.session() is alive  # a live JVM is kept
+    dead = with_jvm(52)
+    monkeypatch.setattr(spark, "_session", dead)  # exited since
+    assert spark.session() is fresh
+    assert spark.session() is fresh
+    assert forgotten == [dead]

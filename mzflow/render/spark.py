@@ -34,7 +34,7 @@ from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction
 from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
-_lock = threading.Lock()
+_lock = threading.RLock()  # session() may forget a dead JVM (_forget) while holding it
 _session: Any = None
 _starting = False
 _jvm_log: Path | None = None
@@ -207,6 +207,11 @@ def session(master: str | None = None) -> Any:
     if endpoint is not None and master is None:
         return _connected(*endpoint)
     with _lock:
+        if _session is not None and _exited(_session):
+            # It died after its last statement's error was told (an out-of-memory JVM
+            # may take longer to exit than translate_error waits, on a loaded machine):
+            # a new one, not a refused connection (found by CI, issue 18).
+            _forget(_session)
         if _session is None:
             _starting = True
             try:
@@ -214,6 +219,15 @@ def session(master: str | None = None) -> Any:
             finally:
                 _starting = False
         return _session
+
+
+def _exited(spark: Any) -> bool:
+    """Whether ``spark``'s in-process JVM has exited (a poll: no wait, no call to it)."""
+    try:
+        proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    except Exception:  # no SparkContext (Spark Connect): no JVM of ours
+        return False
+    return proc is not None and proc.poll() is not None
 
 
 def driver_memory() -> str:
