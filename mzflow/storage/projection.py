@@ -51,16 +51,18 @@ class ProjectionShard:
         DeltaTable.create(str(self.path), schema, mode="ignore", partition_by=[PART],
                           configuration=config)
 
-    def _table(self) -> Any:
+    def _table(self, current: bool = False) -> Any:
         """The shard at its newest version, opened once per process: an open table reads
-        only the commits since it was last read (a routed read looks at it 2-3 times)."""
+        only the commits since it was last read (a routed read looks at it 2-3 times).
+        ``current``: the caller read it just now and nobody else can have written since
+        (a writer under the catalog's write lock): no log listing."""
         from deltalake import DeltaTable
 
         key = str(self.path)
         dt = _OPEN.get(key)
         if dt is None:
             dt = _OPEN[key] = DeltaTable(key)
-        else:
+        elif not current:
             dt.update_incremental()
         return dt
 
@@ -87,16 +89,17 @@ class ProjectionShard:
         return {p: list(f) for p, f in out.items()}
 
     def add(self, rows: pa.Table, txn: tuple[str, int], stats: dict[str, Any],
-            sort_key: str | None = None, group_rows: int = 8192) -> bool:
+            sort_key: str | None = None, group_rows: int = 8192, current: bool = False
+            ) -> bool:
         """Append ``rows`` (with ``PART``; cast to the shard's types) in one commit, once
         per ``txn`` (False: a commit with that id was already made). ``sort_key``: the
         rows are sorted by it; their files get small row groups with statistics on it (a
-        sorted projection)."""
+        sorted projection). ``current``: as for ``_table``."""
         from deltalake import CommitProperties, Transaction, write_deltalake
 
         from mzflow.storage.arrangement import writer_properties
 
-        dt = self._table()  # once: each open re-lists the log (a write's fixed cost)
+        dt = self._table(current)  # once: each open re-lists the log (a write's fixed cost)
         done = dt.transaction_version(txn[0])
         if done is not None and done >= txn[1]:
             return False
