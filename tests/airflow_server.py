@@ -16,7 +16,10 @@ import pytest
 
 def airflow_env(env: dict[str, str], af: Path) -> dict[str, str]:
     """``env`` with Airflow pointed at the home ``af`` (its SQLite database and dags/)."""
+    # No example DAGs: their scheduled runs took the LocalExecutor's slots and the CPU
+    # from the runs measured (bench/warm_cluster.py's REST runs waited on them).
     return {**env, "AIRFLOW_HOME": str(af), "AIRFLOW__CORE__DAGS_FOLDER": str(af / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{af / 'airflow.db'}"}
 
 
