@@ -198,10 +198,9 @@ def _answer(client: Connection, conn: Any, cluster_id: int) -> None:
 def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any]:
     """One request: ``{"op": "tick", "object": index or None, "at": ms or None,
     "full_refresh": bool, "view_means_default_index": bool}`` ticks this cluster's
-    indexes (or one of them, or a view's);
-    ``{"op": "read_ts"}`` is the catalog's newest time. A tick without ``at`` ticks to
-    the time recorded for its ``"run"`` (catalog/runs.py; recorded now if it has none),
-    or without one to every committed write; ``{"op": "run_time", "run": key}`` only
+    indexes (or one of them, or a view's). A tick without ``at`` ticks to the time
+    recorded for its ``"run"`` (catalog/runs.py; recorded now if it has none), or
+    without one to every committed write; ``{"op": "run_time", "run": key}`` only
     records or reads that time. Errors come back as data."""
     import mzflow
     from mzflow.catalog import runs
@@ -211,8 +210,6 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
     reports: list[dict[str, Any]] = []  # those done before an error come back too
     try:
         snap = conn.store.snapshot()
-        if request.get("op") == "read_ts":
-            return {"read_ts": snap.read_ts}
         if request.get("op") == "run_time":
             return {"run_time": runs.run_time(conn.store.engine, request["run"], now_ms())}
         mine = snap.cluster(cluster_id)
