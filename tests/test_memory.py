@@ -63,6 +63,21 @@ def test_other_spark_errors_are_not_taken_for_memory() -> None:
     assert err.message == "Evaluation error: division by zero"
 
 
+def test_a_servers_stopped_spark_is_a_failure_whose_cause_is_asked() -> None:
+    # After an OutOfMemoryError a server's Spark stops its context before its JVM exits:
+    # a query in between is answered "Cannot call methods on a stopped SparkContext".
+    # That must be a SparkFailure (the tick then reads the server's exit code: 52, out
+    # of memory), not "query failed in Spark" (test_cluster_servers saw it under load).
+    stopped = Exception("(java.lang.IllegalStateException) Cannot call methods on a "
+                        "stopped SparkContext.")
+    with spark.using("sc://127.0.0.1:1", 1):
+        err = spark.translate_error(stopped)
+    assert isinstance(err, SparkFailure), err.message
+    assert err.message.startswith("the Spark at sc://127.0.0.1:1 stopped"), err.message
+    # The process's own Spark: its JVM's exit is looked at directly (_jvm_exit).
+    assert not spark.translate_error(stopped).message.startswith("the Spark at")
+
+
 def test_a_server_dying_slowly_is_still_seen_dying_of_memory(tmp_path: Path) -> None:
     """The tick's call fails before the supervisor records the JVM's exit (Spark's
     shutdown hooks run first, with the port still open): the tick waits for the record

@@ -821,6 +821,8 @@ def _jvm_exit(e: Exception, oom: bool) -> int | None:
 # JVM's exit answers "Application error processing RPC").
 _LOST = re.compile(r"UNAVAILABLE|Connection refused|Socket closed|failed to connect|"
                    r"Connection reset|Application error processing RPC", re.I)
+_STOPPED = re.compile(r"stopped SparkContext|SparkContext was shut down|"
+                      r"SparkContext has been shutdown")
 _DYING = re.compile(r"SparkContext was shut down|Answer from Java side is empty|"
                     r"Connection refused|Error while (sending|receiving)")
 
@@ -893,6 +895,10 @@ def translate_error(e: Exception) -> Error:
     endpoint = _using.get()
     if endpoint is not None and _LOST.search(text):
         return SparkFailure(f"lost the connection to the Spark at {endpoint[0]}: {text[:200]}")
+    if endpoint is not None and _STOPPED.search(text):
+        # The server's Spark stopped under the query (after an OutOfMemoryError Spark
+        # stops its context, then the JVM exits with 52): the caller asks how it died.
+        return SparkFailure(f"the Spark at {endpoint[0]} stopped: {text[:200]}")
     for pattern, message, code in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:
