@@ -897,3 +897,130 @@ def test_a_writes_projection_rows_are_computed_ahead_and_named_by_its_file(
         {"_k0": "a", "_a0": 1, "_a1": 2}, {"_k0": "b", "_a0": 2, "_a1": 1},
         {"_k0": None, "_a0": 4, "_a1": 1}], key=repr)
     assert stored["by_k"].column("k").to_pylist() == [1, 2, 3, 5]
+
+
+def _staged_files(conn: mzflow.Connection) -> list[Path]:
+    from mzflow.storage.projection import STAGING
+
+    return sorted(Path(conn.config.warehouse).rglob(f"{STAGING}/*.parquet"))
+
+
+def test_a_writes_projection_files_are_staged_during_its_commit_and_then_only_logged(
+        conn: mzflow.Connection) -> None:
+    # Not marked spark. Once a projection's shard exists, an append writes the
+    # projection's file while the table's commit runs, and afterwards commits only a
+    # log entry that names the part (issue 16's 1 % INSERT). What delta-rs reads back
+    # from that entry must be what the ordinary write would have stored.
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    from mzflow.runtime import projections
+    from mzflow.storage.paths import table as table_path
+    from mzflow.storage.projection import PART, part_name
+
+    conn.execute("CREATE TABLE t (k int, g text, v int, "
+                 "PROJECTION agg (SELECT g, sum(v), count(*) GROUP BY g), "
+                 "PROJECTION by_k (SELECT k, v ORDER BY k))")
+    conn.execute("INSERT INTO t VALUES (3, 'a', 1)")  # makes the projections' shards
+    snap = conn.store.snapshot()
+    path = str(table_path(conn.config.warehouse, snap.resolve("t").id))
+    before = {part_name(f) for f in DeltaTable(path).file_uris()}
+    staged = projections.STAGED[0]
+    conn.execute("INSERT INTO t VALUES (9, 'a', 5), (4, 'b', 2), (7, NULL, NULL)")
+    assert projections.STAGED[0] - staged == 2
+    assert _staged_files(conn) == []  # every staged file was committed
+    table = DeltaTable(path)
+    (part,) = {part_name(f) for f in table.file_uris()} - before
+    for p in snap.projections:
+        shard = DeltaTable(str(projections.shard_of(conn.config.warehouse, p).path))
+        added = [a for a in pa.table(shard.get_add_actions(flatten=True)).to_pylist()
+                 if a[f"partition.{PART}"] == part]
+        assert len(added) == 1 and added[0]["path"].startswith(f"{PART}={part}/")
+        rows = shard.to_pyarrow_table(filters=[(PART, "=", part)])
+        assert added[0]["num_records"] == rows.num_rows
+        if p.name == "by_k":
+            assert rows.select(["k", "v"]).to_pylist() == [
+                {"k": 4, "v": 2}, {"k": 7, "v": None}, {"k": 9, "v": 5}]
+            assert (added[0]["min.k"], added[0]["max.k"]) == (4, 9)
+        else:
+            assert sorted(rows.select(["_k0", "_a0", "_a1"]).to_pylist(), key=repr) == sorted(
+                [{"_k0": "a", "_a0": 5, "_a1": 1}, {"_k0": "b", "_a0": 2, "_a1": 1},
+                 {"_k0": None, "_a0": None, "_a1": 1}], key=repr)
+    # A retry of the same store (same commit id) is refused and leaves no staged file.
+    shard = projections.shard_of(conn.config.warehouse, snap.projections[0])
+    extra = shard.stage(DeltaTable(str(shard.path)).to_pyarrow_table())
+    assert extra is not None and extra.path.exists()
+    version = int(table.version())
+    assert not shard.add_staged(extra, part, (f"proj-{snap.projections[0].id}", version),
+                                {"operation": "retry"})
+    assert not extra.path.exists()
+    assert conn.execute("SELECT g, sum(v), count(*) FROM t GROUP BY g ORDER BY g").rows == [
+        ("a", 6, 2), ("b", 2, 1), (None, None, 1)]
+    assert conn.execute("SELECT v FROM t WHERE k = 9").rows == [(5,)]
+
+
+def test_a_write_that_fails_after_staging_leaves_no_staged_file(
+        conn: mzflow.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not marked spark. The table's commit fails while the projection files are being
+    # staged: they belong to no version and must not stay behind.
+    from mzflow.storage.delta import Shard, StorageError
+    from mzflow.storage.projection import ProjectionShard, Staged
+
+    conn.execute("CREATE TABLE t (k int, v int, PROJECTION by_k (SELECT k, v ORDER BY k))")
+    conn.execute("INSERT INTO t VALUES (1, 1)")
+    stage = ProjectionShard.stage
+    made: list[Staged] = []
+
+    def staging(self: ProjectionShard, *args: Any, **kwargs: Any) -> Staged | None:
+        out = stage(self, *args, **kwargs)
+        made.append(out) if out is not None else None
+        return out
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise StorageError("could not write shard: disk full (injected)")
+
+    monkeypatch.setattr(ProjectionShard, "stage", staging)
+    monkeypatch.setattr(Shard, "append", broken)
+    with pytest.raises(StorageError):
+        conn.execute("INSERT INTO t VALUES (2, 2), (3, 3)")
+    monkeypatch.undo()
+    assert len(made) == 1  # the file was staged, then deleted
+    assert not made[0].path.exists() and _staged_files(conn) == []
+    conn.execute("INSERT INTO t VALUES (4, 4)")
+    assert conn.execute("SELECT k, v FROM t WHERE k IN (1, 2, 3, 4) ORDER BY k").rows == [
+        (1, 1), (4, 4)]
+
+
+def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not marked spark. A projection shard gains a file and a log entry per write, and
+    # CLEAR only removes files from the log: compaction must delete them from disk (after
+    # the readers' grace, set to none here) and checkpoint the log, and delete staged
+    # files their writer never committed. A fresh staged file is a write in flight.
+    import time
+
+    from mzflow.runtime import projections
+    from mzflow.storage import projection as storage
+
+    monkeypatch.setattr(storage, "STAGED_MAX_AGE_S", 0.0)
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("CREATE TABLE t (k int, v int, PROJECTION by_k (SELECT k, v ORDER BY k))")
+        for i in range(3):
+            conn.execute(f"INSERT INTO t VALUES ({i}, {i})")
+        snap = conn.store.snapshot()
+        pshard = projections.shard_of(conn.config.warehouse, snap.projections[0])
+        files_before = sorted(pshard.path.glob(f"{storage.PART}=*/*.parquet"))
+        assert len(files_before) == 3
+        conn.execute("ALTER TABLE t CLEAR PROJECTION by_k")
+        orphan = pshard.path / storage.STAGING / "part-00000-dead-c000.snappy.parquet"
+        orphan.write_bytes(b"a writer killed before its commit")
+        os.utime(orphan, (time.time() - 10, time.time() - 10))
+        conn.compact("t")
+        assert not orphan.exists()
+        assert not any(f.exists() for f in files_before)
+        assert list((pshard.path / "_delta_log").glob("*.checkpoint.parquet"))
+        # compaction's MATERIALIZE built the merged part again: reads route to it
+        assert len(pshard.parts()) == 1
+        assert conn.execute("SELECT v FROM t WHERE k = 2").rows == [(2,)]
+        assert conn.execute("SELECT k FROM t WHERE k IN (0, 1, 2, 3) ORDER BY k").rows == [
+            (0,), (1,), (2,)]

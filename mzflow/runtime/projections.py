@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,6 +32,7 @@ from mzflow.storage.delta import Shard
 from mzflow.storage.projection import (
     PART,
     ProjectionShard,
+    Staged,
     part_name,
     read_files,
     read_keys,
@@ -46,8 +48,17 @@ ROWS_READ = {"projection": 0, "base": 0}
 ROUTED = [0]  # reads answered from a projection
 # How routed reads ran: in process over the relation's Arrow rows, or on Spark.
 ENGINE = {"arrow": 0, "spark": 0}
-# Projections whose rows of a write were computed while the table's commit ran.
+# Projections whose rows of a write were computed while the table's commit ran, and
+# those of them stored from a file staged meanwhile (a commit of a log entry alone).
 AHEAD = [0]
+STAGED = [0]
+_COUNTING = threading.Lock()  # projections are kept side by side, in threads
+
+
+def _count(counter: list[int]) -> None:
+    with _COUNTING:
+        counter[0] += 1
+
 
 _seq = itertools.count()
 PartitionValue = tuple[str | None, ...]  # IN PARTITION's literal per PARTITION BY column
@@ -297,21 +308,29 @@ _PREPARING = ThreadPoolExecutor(4, thread_name_prefix="projection-prepare")
 
 
 @dataclass
-class Prepared:
-    """An append's projection rows, computed from its rows in memory while the table's
-    own Delta write runs: the write then pays only for the projections' commits (issue
-    16's 1 % INSERT target). Per projection: (its rows, with the part ``_UNWRITTEN``,
-    seconds spent) or None when Spark must compute them (after the commit, as before).
-    The work touches only the rows in memory, so a write that fails leaves it to finish
-    unwatched."""
+class Ahead:
+    """A projection's rows of an append computed before the table's commit, and (when
+    its shard exists) already written to a staged file: the store after the commit is
+    then a log entry (issue 16's 1 % INSERT target)."""
     rows: pa.Table
-    ready: dict[tuple[str, str, tuple[Any, ...]], Future[tuple[pa.Table, float] | None]]
+    seconds: float
+    staged: Staged | None
 
-    def take(self, table: Item, projection: Projection, part: str
-             ) -> tuple[pa.Table, float] | None:
+
+@dataclass
+class Prepared:
+    """An append's projection rows, computed from its rows in memory and staged while the
+    table's own Delta write runs. Per projection: its ``Ahead`` (rows with the part
+    ``_UNWRITTEN``), or None when Spark must compute them (after the commit, as before).
+    The work touches only the rows in memory and files no version holds, so a write
+    that fails ``discard``s it."""
+    rows: pa.Table
+    ready: dict[tuple[str, str, tuple[Any, ...]], Future[Ahead | None]]
+
+    def take(self, table: Item, projection: Projection, part: str) -> Ahead | None:
         """``projection``'s rows of the one file the append wrote, named ``part``; None
         when the projection changed since (or was made since), or was not computed."""
-        future = self.ready.get((projection.id, projection.query, table.columns))
+        future = self.ready.pop((projection.id, projection.query, table.columns), None)
         try:
             done = future.result() if future is not None else None
         except Exception as e:  # computed again after the commit, by the usual path
@@ -319,25 +338,39 @@ class Prepared:
             return None
         if done is None:
             return None
-        rows, seconds = done
-        AHEAD[0] += 1
-        named = pa.array([part] * rows.num_rows, pa.string())
-        return rows.set_column(rows.schema.get_field_index(PART), PART, named), seconds
+        _count(AHEAD)
+        named = pa.array([part] * done.rows.num_rows, pa.string())
+        return Ahead(done.rows.set_column(done.rows.schema.get_field_index(PART), PART,
+                                          named), done.seconds, done.staged)
+
+    def discard(self) -> None:
+        """Delete the staged files nobody took (the write failed, or went to more than
+        one file, or a projection was dropped meanwhile)."""
+        for future in self.ready.values():
+            try:
+                done = future.result()
+            except Exception:
+                continue
+            if done is not None and done.staged is not None:
+                done.staged.discard()
+        self.ready.clear()
 
 
-def prepare(snap: Snapshot, table: Item, rows: pa.Table) -> Prepared | None:
-    """Start computing every projection's rows of an append's ``rows`` (see Prepared);
-    None when the table has no projection."""
+def prepare(snap: Snapshot, warehouse: Path, table: Item, rows: pa.Table
+            ) -> Prepared | None:
+    """Start computing and staging every projection's rows of an append's ``rows`` (see
+    Prepared); None when the table has no projection."""
     projections = snap.projections_on(table.id)
     if not projections or rows.num_rows == 0:
         return None
     ready = {(p.id, p.query, table.columns): _PREPARING.submit(
-        _ahead, table, shape_of(snap, table, p), rows) for p in projections}
+        _ahead, table, shape_of(snap, table, p), rows, shard_of(warehouse, p))
+        for p in projections}
     return Prepared(rows, ready)
 
 
-def _ahead(table: Item, s: Shape, rows: pa.Table
-           ) -> tuple[pa.Table, float] | None:
+def _ahead(table: Item, s: Shape, rows: pa.Table, pshard: ProjectionShard
+           ) -> Ahead | None:
     started = time.monotonic()
     in_memory = {_UNWRITTEN: rows}
     if s.kind == shapes.SORTED and not s.where:
@@ -349,7 +382,18 @@ def _ahead(table: Item, s: Shape, rows: pa.Table
         return None
     if out is None:
         return None
-    return out, time.monotonic() - started
+    seconds = time.monotonic() - started
+    staged = None
+    if out.num_rows:
+        try:
+            staged = pshard.stage(out, _sort_key(s))
+        except Exception as e:  # stored after the commit instead, by the usual write
+            log.warning("projection %s: staging failed: %s", s.projection.name, e)
+    return Ahead(out, seconds, staged)
+
+
+def _sort_key(s: Shape) -> str | None:
+    return s.order[0] if s.kind == shapes.SORTED else None
 
 
 def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
@@ -369,6 +413,18 @@ def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
         new = [f for f in shard.files(version) if part_name(f) not in before]
     one_file = prepared is not None and len(new) == 1
     in_memory = {new[0]: prepared.rows} if one_file and prepared is not None else {}
+    try:
+        return _keep_new_parts(snap, warehouse, table, version, operation, prepared,
+                               projections, new, one_file, in_memory)
+    finally:
+        if prepared is not None:
+            prepared.discard()
+
+
+def _keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
+                    operation: str, prepared: Prepared | None,
+                    projections: list[Projection], new: list[str], one_file: bool,
+                    in_memory: dict[str, pa.Table]) -> list[Outcome]:
 
     def keep(projection: Projection) -> Outcome | None:
         ahead = (prepared.take(table, projection, part_name(new[0]))
@@ -396,8 +452,9 @@ def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
 def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
                files: list[str], txn: tuple[str, int], operation: str,
                in_memory: dict[str, pa.Table] | None = None,
-               ahead: tuple[pa.Table, float] | None = None) -> Outcome:
-    """``ahead``: the rows of ``files`` (one), computed while the table's commit ran."""
+               ahead: Ahead | None = None) -> Outcome:
+    """``ahead``: the rows of ``files`` (one), computed (and maybe staged) while the
+    table's commit ran."""
     s = shape_of(snap, table, projection)
     started = time.monotonic()
     result = Outcome(projection.name)
@@ -407,16 +464,23 @@ def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Project
     kept = pshard.parts()
     files = [f for f in files if part_name(f) not in kept]
     if not files:
+        if ahead is not None and ahead.staged is not None:
+            ahead.staged.discard()
         return result
     if ahead is not None and len(files) == 1:
-        rows, seconds = ahead
+        rows, seconds = ahead.rows, ahead.seconds
     else:
         rows = compute(table, s, files, in_memory)
         seconds = time.monotonic() - started
     stats = {"operation": operation, "parts": len(files), "rows": rows.num_rows,
              "bytes": rows.nbytes, "seconds": round(seconds, 4), "table_version": txn[1]}
-    _store(pshard, rows, txn, stats, s.order[0] if s.kind == shapes.SORTED else None,
-           current=pshard.exists())
+    if ahead is not None and ahead.staged is not None:
+        # the shard existed when the file was staged, and no projection shard is ever
+        # dropped while its projection is in the catalog
+        if pshard.add_staged(ahead.staged, part_name(files[0]), txn, stats, current=True):
+            _count(STAGED)
+    else:
+        _store(pshard, rows, txn, stats, _sort_key(s), current=pshard.exists())
     result.parts, result.rows, result.seconds = len(files), rows.num_rows, seconds
     return result
 
@@ -547,6 +611,9 @@ def after_compaction(snap: Snapshot, warehouse: Path, table: Item
         except Exception as e:  # reads project the merged parts on the fly meanwhile
             log.warning("projection %s of %s not built after compaction: %s",
                         projection.name, table.qualified_name, e)
+        # A projection shard gains a file and a log entry per write, like its table:
+        # without this its folder and its log would grow for as long as the table lives.
+        pshard.vacuum()
         out.append((projection, built, len(dead)))
     return out
 

@@ -109,9 +109,15 @@ class TableWrites:
                     return WriteResult(f"{status} 0", 0, None, None,
                                        tuple(checked.notices) if checked else ())
                 ts = w.allocate_ts()
-                prepared = (projections.prepare(w.snapshot, item, appended)
+                prepared = (projections.prepare(w.snapshot, self.warehouse, item, appended)
                             if appended is not None else None)
-                version = self._apply(w, item, ts, count if key is None else 1, apply, bad)
+                try:
+                    version = self._apply(w, item, ts, count if key is None else 1, apply,
+                                          bad)
+                except BaseException:
+                    if prepared is not None:  # its staged files are nobody's now
+                        prepared.discard()
+                    raise
                 if checked is not None:
                     w.record_results(*checked.records(ts))
                 w.committed(ts)

@@ -12,6 +12,10 @@ and CLEAR a metadata-only delete.
 from __future__ import annotations
 
 import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,11 @@ from mzflow.storage.rows import plain_strings
 
 PART = "_mz_part"
 STATS_KEY = "mzflow.projection"  # commit metadata: what a write cost (mz_projection_history)
+# Files written before the commit that names their part (ProjectionShard.stage). A folder
+# whose name starts with "_" is not the table's: delta-rs's vacuum leaves it alone, so a
+# vacuum cannot take a file between its writing and its commit.
+STAGING = "_mz_staging"
+STAGED_MAX_AGE_S = 3600.0  # an older staged file's writer died: compaction deletes it
 
 
 _OPEN: dict[str, Any] = {}
@@ -31,6 +40,17 @@ _PARTS: dict[tuple[str, int], dict[str, list[str]]] = {}
 def part_name(uri: str) -> str:
     """A data file's part name: its file name (a table's file names are unique)."""
     return uri.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One write's projection rows in a Parquet file that no version of the shard holds
+    yet: the slow half of a store, done while the table's own commit runs."""
+    path: Path
+    stats: str  # the add action's statistics (Delta's JSON)
+
+    def discard(self) -> None:
+        self.path.unlink(missing_ok=True)
 
 
 class ProjectionShard:
@@ -112,6 +132,91 @@ class ProjectionShard:
                         commit_properties=props, **extra)
         return True
 
+    def stage(self, rows: pa.Table, sort_key: str | None = None, group_rows: int = 8192
+              ) -> Staged | None:
+        """Write ``rows`` (``PART`` is dropped: its value is not known yet) to a file of
+        their own, cast to the shard's types, as ``add`` would write them; None when the
+        shard does not exist yet (its first store creates it, with ``add``)."""
+        import pyarrow.parquet as pq
+
+        if not self.exists():
+            return None
+        # The shard's schema never changes (a projection's columns are fixed when it
+        # is made): the table as opened last is good enough, with no log listing.
+        schema = pa.schema([f for f in plain_strings(
+            pa.schema(self._table(current=str(self.path) in _OPEN).schema().to_arrow())
+            .empty_table()).schema if f.name != PART])
+        data = plain_strings(rows.drop_columns([PART]) if PART in rows.column_names
+                             else rows).select(schema.names).cast(schema)
+        folder = self.path / STAGING
+        folder.mkdir(exist_ok=True)
+        path = folder / f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        # As delta-rs writes a sorted projection's files (storage/arrangement.py):
+        # small row groups with statistics on the key alone.
+        pq.write_table(data, path, compression="snappy",
+                       row_group_size=group_rows if sort_key is not None else None,
+                       write_statistics=[sort_key] if sort_key is not None else True)
+        return Staged(path, json.dumps(_file_stats(data, sort_key)))
+
+    def add_staged(self, staged: Staged, part: str, txn: tuple[str, int],
+                   stats: dict[str, Any], current: bool = False) -> bool:
+        """Commit ``staged`` as the rows of ``part``, once per ``txn`` like ``add`` (False:
+        already made; the staged file is deleted). Only a log entry is written here. A
+        crash between the file's move and the commit leaves a file no version holds,
+        which the next vacuum deletes."""
+        from urllib.parse import quote
+
+        from deltalake import CommitProperties, Transaction
+        from deltalake.transaction import AddAction
+
+        dt = self._table(current)
+        done = dt.transaction_version(txn[0])
+        if done is not None and done >= txn[1]:
+            staged.discard()
+            return False
+        relative = f"{PART}={part}/{staged.path.name}"
+        target = self.path / relative
+        target.parent.mkdir(exist_ok=True)
+        os.replace(staged.path, target)
+        action = AddAction(quote(relative, safe="/="), target.stat().st_size, {PART: part},
+                           int(time.time() * 1000), True, staged.stats)
+        props = CommitProperties(custom_metadata={STATS_KEY: json.dumps(stats)},
+                                 app_transactions=[Transaction(txn[0], txn[1])])
+        dt.create_write_transaction([action], "append", dt.schema(), partition_by=[PART],
+                                    commit_properties=props)
+        return True
+
+    def vacuum(self) -> int:
+        """Checkpoint the log, then delete the files that the log removed (CLEAR, a
+        compaction's dead parts) or never held (a writer killed between a file and its
+        commit) over ``STAGED_MAX_AGE_S`` ago; how many went. Readers list the newest
+        version's parts and then read them: the hour is their grace. The staging folder
+        is not vacuum's (see STAGING): its stale files go by age here."""
+        if not self.exists():
+            return 0
+        dt = self._table()
+        dt.create_checkpoint()
+        removed = dt.vacuum(retention_hours=int(STAGED_MAX_AGE_S // 3600), dry_run=False,
+                            enforce_retention_duration=False, full=True)
+        return len(removed) + self.drop_stale_staged()
+
+    def drop_stale_staged(self, now: float | None = None) -> int:
+        """Delete staged files older than ``STAGED_MAX_AGE_S`` (their writer was killed
+        before its commit); how many went."""
+        folder = self.path / STAGING
+        if not folder.is_dir():
+            return 0
+        limit = (time.time() if now is None else now) - STAGED_MAX_AGE_S
+        removed = 0
+        for f in folder.glob("*.parquet"):
+            try:
+                if f.stat().st_mtime < limit:
+                    f.unlink()
+                    removed += 1
+            except FileNotFoundError:  # committed (moved) meanwhile
+                pass
+        return removed
+
     def clear(self, parts: list[str] | None, stats: dict[str, Any]) -> None:
         """Drop the rows of ``parts`` (all when None): a partition delete, no rewrite."""
         from deltalake import CommitProperties
@@ -154,6 +259,26 @@ class ProjectionShard:
 
         return (int(pc.sum(actions.column("num_records")).as_py() or 0),
                 int(pc.sum(actions.column("size_bytes")).as_py() or 0), actions.num_rows)
+
+
+def _file_stats(data: pa.Table, sort_key: str | None) -> dict[str, Any]:
+    """Delta's statistics of a file: its rows, nulls per column, and the bounds of the
+    sort key when its type has a plain JSON form (Delta's stats are optional per column;
+    mzflow's readers use the Parquet row groups' own)."""
+    import pyarrow.compute as pc
+
+    stats: dict[str, Any] = {"numRecords": data.num_rows,
+                             "nullCount": {c: data.column(c).null_count
+                                           for c in data.column_names}}
+    if sort_key is not None and data.num_rows > data.column(sort_key).null_count:
+        t = data.schema.field(sort_key).type
+        if pa.types.is_integer(t) or pa.types.is_string(t) or pa.types.is_date32(t):
+            bounds = pc.min_max(data.column(sort_key))
+            lo, hi = bounds["min"].as_py(), bounds["max"].as_py()
+            if pa.types.is_date32(t):
+                lo, hi = lo.isoformat(), hi.isoformat()
+            stats["minValues"], stats["maxValues"] = {sort_key: lo}, {sort_key: hi}
+    return stats
 
 
 def read_files(files: list[str], schema: pa.Schema) -> pa.Table:
