@@ -995,8 +995,8 @@ def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Not marked spark. A projection shard gains a file and a log entry per write, and
     # CLEAR only removes files from the log: compaction must delete them from disk (after
-    # the readers' grace, set to none here) and checkpoint the log, and delete staged
-    # files their writer never committed. A fresh staged file is a write in flight.
+    # the readers' grace, the table's history: none here) and checkpoint the log, and
+    # delete staged files their writer never committed (after an hour: 0 s here).
     import time
 
     from mzflow.runtime import projections
@@ -1004,6 +1004,7 @@ def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
 
     monkeypatch.setattr(storage, "STAGED_MAX_AGE_S", 0.0)
     with mzflow.connect(str(tmp_path / "home")) as conn:
+        conn.execute("ALTER SYSTEM SET retain_history = '1s'")
         conn.execute("CREATE TABLE t (k int, v int, PROJECTION by_k (SELECT k, v ORDER BY k))")
         for i in range(3):
             conn.execute(f"INSERT INTO t VALUES ({i}, {i})")

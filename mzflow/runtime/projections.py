@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from mzflow.catalog import frontiers
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import ROWID, Item, Projection, Snapshot
 from mzflow.plan import projections as shapes
@@ -613,7 +614,9 @@ def after_compaction(snap: Snapshot, warehouse: Path, table: Item
                         projection.name, table.qualified_name, e)
         # A projection shard gains a file and a log entry per write, like its table:
         # without this its folder and its log would grow for as long as the table lives.
-        pshard.vacuum()
+        # Its removed files are kept for the table's history (in whole hours: delta-rs's
+        # unit), a plain read's grace as for the table's own files.
+        pshard.vacuum(frontiers.retain_ms(table, snap) // 3_600_000)
         out.append((projection, built, len(dead)))
     return out
 

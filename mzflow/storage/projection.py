@@ -186,17 +186,17 @@ class ProjectionShard:
                                     commit_properties=props)
         return True
 
-    def vacuum(self) -> int:
+    def vacuum(self, grace_hours: int) -> int:
         """Checkpoint the log, then delete the files that the log removed (CLEAR, a
-        compaction's dead parts) or never held (a writer killed between a file and its
-        commit) over ``STAGED_MAX_AGE_S`` ago; how many went. Readers list the newest
-        version's parts and then read them: the hour is their grace. The staging folder
-        is not vacuum's (see STAGING): its stale files go by age here."""
+        compaction's dead parts) over ``grace_hours`` ago, or never held (a writer killed
+        between a file's move and its commit); how many went. Readers list the newest
+        version's parts and then read them: the grace is theirs. The staging folder is
+        not vacuum's (see STAGING): its stale files go by age, here too."""
         if not self.exists():
             return 0
         dt = self._table()
         dt.create_checkpoint()
-        removed = dt.vacuum(retention_hours=int(STAGED_MAX_AGE_S // 3600), dry_run=False,
+        removed = dt.vacuum(retention_hours=grace_hours, dry_run=False,
                             enforce_retention_duration=False, full=True)
         return len(removed) + self.drop_stale_staged()
 

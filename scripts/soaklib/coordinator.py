@@ -241,6 +241,7 @@ class Soak:
 
         import mzflow
         from mzflow.catalog.store import now_ms
+        from mzflow.storage import paths
 
         conn = mzflow.connect(str(self.home))
         try:
@@ -273,6 +274,21 @@ class Soak:
                 if on_disk > 2 * live + 10:
                     self.checker.fail(f"storage of {item.name} not bounded after compaction: "
                                       f"{on_disk} files on disk, {live} live")
+            # A projection's shard gains a file per write too; compaction vacuums it.
+            for projection in snap.projections:
+                path = paths.projection(conn.config.warehouse, projection.table_id,
+                                        projection.id)
+                if not (path / "_delta_log").is_dir():
+                    continue
+                live = len(DeltaTable(str(path)).file_uris())
+                on_disk = sum(1 for f in path.rglob("*.parquet")
+                              if "_delta_log" not in f.parts)
+                report[f"projection {projection.name}"] = (live, on_disk)
+                self.checker.counts["storage checks"] += 1
+                if on_disk > 2 * live + 10:
+                    self.checker.fail(f"storage of projection {projection.name} not bounded "
+                                      f"after compaction: {on_disk} files on disk, {live} "
+                                      "live")
             self.events.write(ev="storage", files=report)
             self.storage = report
         finally:
