@@ -1019,6 +1019,7 @@ def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
         conn.compact("t")
         assert not orphan.exists()
         assert not any(f.exists() for f in files_before)
+        assert not any(f.parent.exists() for f in files_before)  # nor their part folders
         assert list((pshard.path / "_delta_log").glob("*.checkpoint.parquet"))
         # compaction's MATERIALIZE built the merged part again: reads route to it
         assert len(pshard.parts()) == 1

@@ -198,6 +198,14 @@ class ProjectionShard:
         dt.create_checkpoint()
         removed = dt.vacuum(retention_hours=grace_hours, dry_run=False,
                             enforce_retention_duration=False, full=True)
+        # Vacuum leaves each gone part's folder behind, empty: one per write, forever.
+        # (Writers of the shard hold the catalog's write lock, as its caller does: no
+        # file is being put into one now.)
+        for folder in self.path.glob(f"{PART}=*"):
+            try:
+                folder.rmdir()
+            except OSError:  # not empty: a part still held
+                pass
         return len(removed) + self.drop_stale_staged()
 
     def drop_stale_staged(self, now: float | None = None) -> int:
