@@ -406,3 +406,31 @@ def test_a_tick_whose_index_a_drop_removed_says_so(
     monkeypatch.setattr(ticks, "_tick_index", full_disk)
     with pytest.raises(StorageError, match="No space left"):
         ticks.tick_index(snap, warehouse, index, snap.read_ts)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_tick_that_raced_a_drop_leaves_no_shard_behind(conn, monkeypatch) -> None:
+    # DROP removes an index's storage after its catalog commit, without the index's
+    # lock. A tick that took its snapshot before the DROP makes the missing shard again
+    # (ensure_shard) and writes it: a shard no catalog names, left forever. The tick
+    # must say the index is gone, and take what it wrote with it.
+    from mzflow.storage import paths
+
+    conn.execute("CREATE TABLE t (k int)")
+    conn.execute("CREATE MATERIALIZED VIEW mv AS SELECT k FROM t")
+    conn.execute("INSERT INTO t VALUES (1)")
+    before = conn.store.snapshot()
+    index = before.resolve("mv_primary_idx")
+    conn.execute("DROP MATERIALIZED VIEW mv")
+    shard = paths.index(conn.config.warehouse, index.id)
+    assert not shard.exists()
+    real = conn.store.snapshot
+    stale = [before]  # the tick's own snapshot: from before the DROP
+
+    monkeypatch.setattr(conn.store, "snapshot", lambda: stale.pop() if stale else real())
+    with pytest.raises(mzflow.UnknownObject,
+                       match="materialize.public.mv_primary_idx was dropped while it ticked"):
+        conn.tick(object="mv")
+    assert not stale  # the tick did run with the old snapshot
+    assert not shard.exists() and not paths.state(conn.config.warehouse, index.id).exists()

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -194,8 +195,12 @@ class Connection:
             with self._cluster_spark(snap, index):
                 reports.append(ticks.tick_index(
                     snap, self.config.warehouse, index, at, full_refresh=full_refresh,
-                    record=self._record_results, quarantine=self._quarantine_rows))
+                    record=self._record_results, quarantine=self._quarantine_rows,
+                    named=partial(self._still_named, index)))
         return reports
+
+    def _still_named(self, index: Item) -> bool:
+        return any(i.id == index.id for i in self.store.snapshot().items)
 
     @contextmanager
     def _cluster_spark(self, snap: Snapshot, index: Item) -> Iterator[None]:
@@ -515,7 +520,8 @@ class Connection:
                     # read's error.
                     ticks.tick_index(snap, self.config.warehouse, index, at,
                                      record=self._record_results,
-                                     quarantine=self._quarantine_rows)
+                                     quarantine=self._quarantine_rows,
+                                     named=partial(self._still_named, index))
                     _, error = ticks.index_shard(self.config.warehouse, index).state()
                     if error is not None:
                         raise EvaluationError(error)

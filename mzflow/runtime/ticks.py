@@ -12,6 +12,7 @@ once.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -32,7 +33,7 @@ from mzflow.reasons import R_HISTORY, R_MEASURING
 from mzflow.runtime import arrangements, quality, reads
 from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
-from mzflow.storage import locks
+from mzflow.storage import locks, paths
 from mzflow.storage.delta import StorageError
 
 __all__ = ["TickReport", "index_shard", "indexes_to_tick", "last_switch", "tick_index"]
@@ -91,15 +92,17 @@ def _planned(snap: Snapshot, index: Item, limit: int) -> tuple[ChangePlan, reads
 
 def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                full_refresh: bool = False, record: Record | None = None,
-               quarantine: quality.Quarantine | None = None) -> TickReport:
+               quarantine: quality.Quarantine | None = None,
+               named: Callable[[], bool] | None = None) -> TickReport:
     """``record`` keeps the results of the view's expectations (mz_expectation_results);
     ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine.
-    One tick of an index at a time, across processes (storage/locks.py): two would
-    both start from the same commit and apply the changes between twice."""
+    ``named``: whether the catalog, read now, still holds the index (asked after the
+    tick). One tick of an index at a time, across processes (storage/locks.py): two
+    would both start from the same commit and apply the changes between twice."""
     with locks.exclusive(locks.index_lock(warehouse, index.id)):
         try:
-            return _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
-                               record=record, quarantine=quarantine)
+            report = _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
+                                 record=record, quarantine=quarantine)
         except StorageError:
             # A DROP committed meanwhile and removed the index's shard under the tick
             # (the soak saw "could not write shard u49: Invalid table version: 0"):
@@ -108,6 +111,18 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                 raise
             raise UnknownObject(f"{index.qualified_name} was dropped while it ticked",
                                 hint="nothing to maintain any more") from None
+        if named is not None and not named():
+            # A DROP committed while this tick ran (or before it, after its snapshot).
+            # The DROP removes the storage without this lock, so the tick may have
+            # written after it (ensure_shard makes a missing shard): a shard no catalog
+            # names, which nothing would ever remove. All of the tick's writes are done
+            # and a dropped id is never reused: remove what it left.
+            for path in (index_shard(warehouse, index).path,
+                         paths.state(warehouse, index.id)):
+                shutil.rmtree(path, ignore_errors=True)
+            raise UnknownObject(f"{index.qualified_name} was dropped while it ticked",
+                                hint="nothing to maintain any more")
+        return report
 
 
 def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
