@@ -383,14 +383,14 @@ def _ahead(table: Item, s: Shape, rows: pa.Table, pshard: ProjectionShard
         return None
     if out is None:
         return None
-    seconds = time.monotonic() - started
     staged = None
     if out.num_rows:
         try:
             staged = pshard.stage(out, _sort_key(s))
         except Exception as e:  # stored after the commit instead, by the usual write
             log.warning("projection %s: staging failed: %s", s.projection.name, e)
-    return Ahead(out, seconds, staged)
+    # mz_projection_history's seconds: computing and writing, as for a store after
+    return Ahead(out, time.monotonic() - started, staged)
 
 
 def _sort_key(s: Shape) -> str | None:
