@@ -155,3 +155,40 @@ def test_a_write_without_results(tmp_path: Path) -> None:
     t2, held = _replayed(c, [(4_800, "t2", 1, oracle)])
     assert t2 == set() and held == {(9, "ann", 99, "e1, e2", 4_800, "INSERT w2:2")}
     assert c.violations == [] and c.counts["writes with expectation timing guessed"] == 1
+
+
+def test_expectations_read_the_catalog_after_the_ddl_journal(tmp_path: Path,
+                                                              monkeypatch) -> None:
+    # The 60-minute soak of seed 61 failed with "expectation e201 was live (added before
+    # it, not dropped) but not applied" for three writes right after DROP CONSTRAINT
+    # e201: the checker had read the catalog (e201 still in it) before the DDL journal
+    # (the DROP done). The catalog must be read after the journal, and an expectation
+    # the journal saw dropped is dead after its DROP.
+    import json
+    from types import SimpleNamespace
+
+    from soaklib import checker as module
+
+    journal = [
+        {"ev": "start", "n": 1, "sql": "ALTER TABLE t2 ADD CONSTRAINT e1 EXPECT (w < 95) "
+                                       "ON VIOLATION FAIL", "t": 10.0},
+        {"ev": "done", "n": 1, "created_ts": 10_200, "t": 10.5},
+        {"ev": "start", "n": 2, "sql": "ALTER TABLE t2 DROP CONSTRAINT e1", "t": 20.0},
+        {"ev": "done", "n": 2, "t": 20.4},
+    ]
+    (tmp_path / "ddl.jsonl").write_text("".join(json.dumps(r) + "\n" for r in journal))
+    read: list[str] = []
+    real = module.records
+    monkeypatch.setattr(module, "records",
+                        lambda path: (read.append(path.name), real(path))[1])
+
+    def catalog() -> SimpleNamespace:
+        read.append("catalog")  # as of now: the DROP committed
+        return SimpleNamespace(find=lambda name: SimpleNamespace(id="u2"),
+                               expectations_on=lambda item_id: [])
+
+    found = Checker(tmp_path, tmp_path).expectations(catalog, set())
+    assert read.index("ddl.jsonl") < read.index("catalog")
+    assert found["e1"].drop == (20.0, 20.4)
+    assert [found["e1"].status(t) for t in (10_300, 20_200, 21_000)] == [
+        "live", "unknown", "dead"]
