@@ -186,9 +186,13 @@ def compactor(args: dict[str, Any], conn: Any, j: Journal) -> None:
     while not _stopping(args):
         _pause(r, 1.0, args["compact_pause"])
         try:
+            # Its start and length journaled: a compaction holds the catalog's write
+            # lock throughout, and one that runs for minutes stalls every writer.
+            j.write(ev="compact_start")
+            started = time.monotonic()
             done = conn.compact()
-            j.write(ev="compact", n=len(done),
-                    removed=sum(c.files_removed for c in done))
+            j.write(ev="compact", n=len(done), removed=sum(c.files_removed for c in done),
+                    seconds=round(time.monotonic() - started, 2))
         except Exception as exc:
             _error(j, "compact", exc)
         for sink in ops.SINKS:  # sinks hold compaction back: the same worker runs both
