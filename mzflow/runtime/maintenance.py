@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,45 +47,105 @@ class Compacted:
     kind: str = "table"
 
 
+# Paused between two locked steps: longer than SQLite's busy handler sleeps between its
+# retries (100 ms at most), so a writer that waited for the lock retries while it is free
+# instead of losing every race to the next step.
+_PAUSE_S = 0.15
+
+
+class _Steps:
+    """Compaction's transactions, one object at a time. One transaction for everything
+    held the catalog's write lock, and so every INSERT, for the whole compaction: 34 s
+    in a 20-minute soak, past the 30 s writers wait before CatalogBusy (issue 19)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.last_end = 0.0
+
+    @contextmanager
+    def locked(self) -> Iterator[tuple[Writer, dict[str, int]]]:
+        """The write lock, with the times sinks and reads hold each object at, read in
+        this transaction (expired holds deleted in it): a read either holds before a
+        since is chosen here or is refused after."""
+        wait = self.last_end + _PAUSE_S - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        try:
+            with self.store.write() as w:
+                started = time.monotonic()
+                held = sinks.holds(w.snapshot)
+                for object_id, ts in holds.live(w.conn).items():
+                    held[object_id] = min(held.get(object_id, ts), ts)
+                yield w, held
+                # Holders could not renew while this held the lock (SQLite has one
+                # writer): give their leases that time back, or the next step would drop
+                # holds whose holders are alive and were only waiting.
+                holds.extend_leases(w.conn, int((time.monotonic() - started) * 1000))
+        finally:
+            self.last_end = time.monotonic()
+
+
+def _current(w: Writer, item_id: str) -> Item | None:
+    """The item as this transaction sees it; None once dropped since compaction began."""
+    return next((i for i in w.snapshot.items if i.id == item_id), None)
+
+
 def compact(store: Store, warehouse: Path, only: str | None = None) -> list[Compacted]:
-    out = []
-    started = time.monotonic()
-    # Under the write lock: no write can commit between choosing `since` and vacuuming.
-    with store.write() as w:
-        snap = w.snapshot
-        held = sinks.holds(snap)
-        # Reads' holds: read in this transaction (expired ones deleted in it), so a read
-        # either holds before since is chosen here or is refused after.
-        for object_id, ts in holds.live(w.conn).items():
-            held[object_id] = min(held.get(object_id, ts), ts)
-        for item in snap.items:
-            if item.kind == INDEX and (only is None or item.name == only):
-                out.extend(_compact_index(w, warehouse, item, held.get(item.id)))
-            if item.kind != TABLE or (only is not None and item.name != only):
-                continue
-            shard = Shard(paths.table(warehouse, item.id))
-            since = frontiers.since(item, snap)
-            if item.id in held:  # a sink still has to export from there, or a read reads
-                since = max(item.since_ts or 0, min(since, held[item.id]))
-            keep_from = shard.version_at(since) or 0
-            ts = w.allocate_ts()
-            stats = shard.compact(keep_from, ts)
-            w.committed(ts)
-            w.set_since(item.id, since)
-            merged = int(stats["optimize"].get("numFilesRemoved", 0))
-            result = Compacted(item.qualified_name, since, keep_from, shard.version(),
-                               stats["removed_files"], merged)
-            log.info("compacted %s: since %d, versions >= %d kept, %d files removed",
-                     result.table, since, keep_from, result.files_removed)
-            out.append(result)
-            for p, built, dropped in projections.after_compaction(snap, warehouse, item):
-                out.append(Compacted(f"{item.qualified_name}.{p.name}", since, keep_from,
-                                     shard.version(), dropped, built, "projection"))
+    out: list[Compacted] = []
+    steps = _Steps(store)
+    for listed in store.snapshot().items:
+        if only is not None and listed.name != only:
+            continue
+        if listed.kind == INDEX:
+            with steps.locked() as (w, held):
+                index = _current(w, listed.id)
+                if index is not None:
+                    out.extend(_compact_index(w, warehouse, index, held.get(index.id)))
+        elif listed.kind == TABLE:
+            out.extend(_compact_table(steps, warehouse, listed.id))
+    with steps.locked() as (w, _):
         out.extend(_compact_arrangements(w, warehouse, only))
-        # Holders could not renew while this held the lock (SQLite has one writer): give
-        # their leases that time back, or a compaction right after this one would drop
-        # holds whose holders are alive and were only waiting.
-        holds.extend_leases(w.conn, int((time.monotonic() - started) * 1000))
+    return out
+
+
+def _compact_table(steps: _Steps, warehouse: Path, table_id: str) -> list[Compacted]:
+    """The table under the write lock (no write commits between choosing ``since`` and
+    vacuuming, and the merge's commit is the newest, saying the time the shard is
+    complete through); then each projection in a transaction of its own."""
+    with steps.locked() as (w, held):
+        item = _current(w, table_id)
+        if item is None:
+            return []
+        snap = w.snapshot
+        shard = Shard(paths.table(warehouse, item.id))
+        since = frontiers.since(item, snap)
+        if item.id in held:  # a sink still has to export from there, or a read reads
+            since = max(item.since_ts or 0, min(since, held[item.id]))
+        keep_from = shard.version_at(since) or 0
+        ts = w.allocate_ts()
+        stats = shard.compact(keep_from, ts)
+        w.committed(ts)
+        w.set_since(item.id, since)
+        version = shard.version()
+        merged = int(stats["optimize"].get("numFilesRemoved", 0))
+        table = Compacted(item.qualified_name, since, keep_from, version,
+                          stats["removed_files"], merged)
+        log.info("compacted %s: since %d, versions >= %d kept, %d files removed",
+                 table.table, since, keep_from, table.files_removed)
+        wanted = [p.id for p in snap.projections_on(item.id)]
+    out = [table]
+    for projection_id in wanted:
+        # Under the lock as any writer of a projection (see projections._add_parts).
+        with steps.locked() as (w, _):
+            current = _current(w, table_id)
+            projection = next((p for p in w.snapshot.projections
+                               if p.id == projection_id), None)
+            if current is None or projection is None:
+                continue
+            built, dropped = projections.after_compaction(w.snapshot, warehouse, current,
+                                                          projection)
+        out.append(Compacted(f"{item.qualified_name}.{projection.name}", since, keep_from,
+                             version, dropped, built, "projection"))
     return out
 
 

@@ -591,34 +591,30 @@ def partition_value(expr: exp.Expr) -> PartitionValue:
     return tuple(out)
 
 
-def after_compaction(snap: Snapshot, warehouse: Path, table: Item
-                     ) -> list[tuple[Projection, int, int]]:
+def after_compaction(snap: Snapshot, warehouse: Path, table: Item, projection: Projection
+                     ) -> tuple[int, int]:
     """After the table's files were merged and vacuumed: store the rows of the parts the
     merge wrote (else every read would project them on the fly) and drop the rows of
-    parts whose files are gone. (projection, parts built, parts dropped) each."""
-    out = []
+    parts whose files are gone. (parts built, parts dropped); under the write lock."""
     shard = Shard(paths.table(warehouse, table.id))
     on_disk = {f.name for f in shard.path.rglob("*.parquet")}
-    for projection in snap.projections_on(table.id):
-        pshard = shard_of(warehouse, projection)
-        dead = sorted(p for p in pshard.parts() if p not in on_disk)
-        if dead:
-            pshard.clear(dead, {"operation": "compaction", "parts": len(dead), "rows": 0,
-                                "bytes": 0, "seconds": 0.0})
-        built = 0
-        try:
-            built = materialize(snap, warehouse, table, projection,
-                                operation="compaction").parts
-        except Exception as e:  # reads project the merged parts on the fly meanwhile
-            log.warning("projection %s of %s not built after compaction: %s",
-                        projection.name, table.qualified_name, e)
-        # A projection shard gains a file and a log entry per write, like its table:
-        # without this its folder and its log would grow for as long as the table lives.
-        # Its removed files are kept for the table's history (in whole hours: delta-rs's
-        # unit), a plain read's grace as for the table's own files.
-        pshard.vacuum(frontiers.retain_ms(table, snap) // 3_600_000)
-        out.append((projection, built, len(dead)))
-    return out
+    pshard = shard_of(warehouse, projection)
+    dead = sorted(p for p in pshard.parts() if p not in on_disk)
+    if dead:
+        pshard.clear(dead, {"operation": "compaction", "parts": len(dead), "rows": 0,
+                            "bytes": 0, "seconds": 0.0})
+    built = 0
+    try:
+        built = materialize(snap, warehouse, table, projection, operation="compaction").parts
+    except Exception as e:  # reads project the merged parts on the fly meanwhile
+        log.warning("projection %s of %s not built after compaction: %s",
+                    projection.name, table.qualified_name, e)
+    # A projection shard gains a file and a log entry per write, like its table: without
+    # this its folder and its log would grow for as long as the table lives. Its removed
+    # files are kept for the table's history (in whole hours: delta-rs's unit), a plain
+    # read's grace as for the table's own files.
+    pshard.vacuum(frontiers.retain_ms(table, snap) // 3_600_000)
+    return built, len(dead)
 
 
 # -- reading through a projection ---------------------------------------------------
