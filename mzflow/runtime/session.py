@@ -327,11 +327,8 @@ class Connection:
     def _drop_storage(self, items: list[Item]) -> None:
         warehouse = self.config.warehouse
         for item in items:
-            # An index's state shard (partial aggregates) goes with its contents.
-            for p in (paths.table(warehouse, item.id), paths.state(warehouse, item.id),
-                      paths.projection(warehouse, item.id, "-").parent):
-                if p.exists():
-                    shutil.rmtree(p, ignore_errors=True)
+            for p in paths.of_item(warehouse, item.id):
+                shutil.rmtree(p, ignore_errors=True)
         # An arrangement goes with the last object that used it.
         arrangements.release(self.store.snapshot(), warehouse)
 

@@ -109,20 +109,22 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
             # nothing was lost, and what happened is that the index is gone.
             if index_shard(warehouse, index).exists():
                 raise
-            raise UnknownObject(f"{index.qualified_name} was dropped while it ticked",
-                                hint="nothing to maintain any more") from None
+            raise _dropped(index) from None
         if named is not None and not named():
             # A DROP committed while this tick ran (or before it, after its snapshot).
             # The DROP removes the storage without this lock, so the tick may have
             # written after it (ensure_shard makes a missing shard): a shard no catalog
             # names, which nothing would ever remove. All of the tick's writes are done
             # and a dropped id is never reused: remove what it left.
-            for path in (index_shard(warehouse, index).path,
-                         paths.state(warehouse, index.id)):
+            for path in paths.of_item(warehouse, index.id):
                 shutil.rmtree(path, ignore_errors=True)
-            raise UnknownObject(f"{index.qualified_name} was dropped while it ticked",
-                                hint="nothing to maintain any more")
+            raise _dropped(index)
         return report
+
+
+def _dropped(index: Item) -> UnknownObject:
+    return UnknownObject(f"{index.qualified_name} was dropped while it ticked",
+                         hint="nothing to maintain any more")
 
 
 def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,

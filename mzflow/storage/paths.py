@@ -37,3 +37,11 @@ def arrangement(warehouse: Path, cluster_id: int, table_id: str, column: str) ->
 def projection(warehouse: Path, table_id: str, projection_id: str) -> Path:
     """A table's projection (beside the table, dropped with it or by DROP PROJECTION)."""
     return warehouse / f"{table_id}.projections" / projection_id
+
+
+def of_item(warehouse: Path, item_id: str) -> list[Path]:
+    """Every folder that is an item's own and goes when it is dropped: its shard (a
+    table's or an index's), an index's state, a table's projections. (Arrangements are
+    shared by a cluster and go with the last user: runtime/arrangements.py.)"""
+    return [table(warehouse, item_id), state(warehouse, item_id),
+            projection(warehouse, item_id, "-").parent]
