@@ -405,49 +405,42 @@ def keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
     committed. ``prepared``: the append that made ``version`` and its projection rows
     computed ahead; used when the append went to one file."""
     projections = snap.projections_on(table.id)
-    if not projections or version == 0:
-        return []
-    shard = Shard.shared(paths.table(warehouse, table.id))
-    new = shard.added_in(version)
-    if new is None:
-        before = {part_name(f) for f in shard.files(version - 1)}
-        new = [f for f in shard.files(version) if part_name(f) not in before]
-    one_file = prepared is not None and len(new) == 1
-    in_memory = {new[0]: prepared.rows} if one_file and prepared is not None else {}
-    try:
-        return _keep_new_parts(snap, warehouse, table, version, operation, prepared,
-                               projections, new, one_file, in_memory)
+    try:  # whatever happens, no staged file outlives this (see Prepared.discard)
+        if not projections or version == 0:
+            return []
+        shard = Shard.shared(paths.table(warehouse, table.id))
+        new = shard.added_in(version)
+        if new is None:
+            before = {part_name(f) for f in shard.files(version - 1)}
+            new = [f for f in shard.files(version) if part_name(f) not in before]
+        one_file = prepared is not None and len(new) == 1
+        in_memory = {new[0]: prepared.rows} if one_file and prepared is not None else {}
+
+        def keep(projection: Projection) -> Outcome | None:
+            ahead = (prepared.take(table, projection, part_name(new[0]))
+                     if one_file and prepared is not None else None)
+            try:
+                return _add_parts(snap, warehouse, table, projection, new,
+                                  (f"proj-{projection.id}", version), operation, in_memory,
+                                  ahead)
+            except Exception as e:  # the parts stay unmaterialized: reads project them
+                log.warning("projection %s of %s not kept for version %d: %s",
+                            projection.name, table.qualified_name, version, e)
+                return None
+
+        if len(projections) == 1:
+            found = [keep(projections[0])]
+        else:
+            # Each projection is its own shard, and its work (Arrow compute, a delta-rs
+            # write) runs outside the GIL: side by side, a write pays for its slowest
+            # projection, not their sum (issue 16's 1 % INSERT target).
+            with ThreadPoolExecutor(len(projections),
+                                    thread_name_prefix="projection") as pool:
+                found = list(pool.map(keep, projections))
+        return [o for o in found if o is not None]
     finally:
         if prepared is not None:
             prepared.discard()
-
-
-def _keep_new_parts(snap: Snapshot, warehouse: Path, table: Item, version: int,
-                    operation: str, prepared: Prepared | None,
-                    projections: list[Projection], new: list[str], one_file: bool,
-                    in_memory: dict[str, pa.Table]) -> list[Outcome]:
-
-    def keep(projection: Projection) -> Outcome | None:
-        ahead = (prepared.take(table, projection, part_name(new[0]))
-                 if one_file and prepared is not None else None)
-        try:
-            return _add_parts(snap, warehouse, table, projection, new,
-                              (f"proj-{projection.id}", version), operation, in_memory,
-                              ahead)
-        except Exception as e:  # the parts stay unmaterialized: reads project them
-            log.warning("projection %s of %s not kept for version %d: %s", projection.name,
-                        table.qualified_name, version, e)
-            return None
-
-    if len(projections) == 1:
-        found = [keep(projections[0])]
-    else:
-        # Each projection is its own shard, and its work (Arrow compute, a delta-rs
-        # write) runs outside the GIL: side by side, a write pays for its slowest
-        # projection, not their sum (issue 16's 1 % INSERT target).
-        with ThreadPoolExecutor(len(projections), thread_name_prefix="projection") as pool:
-            found = list(pool.map(keep, projections))
-    return [o for o in found if o is not None]
 
 
 def _add_parts(snap: Snapshot, warehouse: Path, table: Item, projection: Projection,
