@@ -991,6 +991,41 @@ def test_a_write_that_fails_after_staging_leaves_no_staged_file(
         (1, 1), (4, 4)]
 
 
+def test_a_write_whose_catalog_commit_fails_leaves_no_staged_file(
+        conn: mzflow.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not marked spark. The table's commit succeeds, the catalog's after it fails (a full
+    # disk): no projection part is stored for that commit, so its staged files must go
+    # now, not after compaction's hour. The next write adopts the orphaned commit, whose
+    # part readers project on the fly.
+    from mzflow.catalog.store import Writer
+    from mzflow.errors import CatalogError
+    from mzflow.storage.projection import ProjectionShard, Staged
+
+    conn.execute("CREATE TABLE t (k int, v int, PROJECTION by_k (SELECT k, v ORDER BY k))")
+    conn.execute("INSERT INTO t VALUES (1, 1)")
+    stage = ProjectionShard.stage
+    made: list[Staged] = []
+
+    def staging(self: ProjectionShard, *args: Any, **kwargs: Any) -> Staged | None:
+        out = stage(self, *args, **kwargs)
+        made.append(out) if out is not None else None
+        return out
+
+    def broken(self: Writer, ts: int) -> None:
+        raise CatalogError("the catalog could not be written: disk I/O error (injected)")
+
+    monkeypatch.setattr(ProjectionShard, "stage", staging)
+    monkeypatch.setattr(Writer, "committed", broken)
+    with pytest.raises(CatalogError):
+        conn.execute("INSERT INTO t VALUES (2, 2), (3, 3)")
+    monkeypatch.undo()
+    assert len(made) == 1  # the file was staged, then deleted
+    assert not made[0].path.exists() and _staged_files(conn) == []
+    conn.execute("INSERT INTO t VALUES (4, 4)")
+    assert conn.execute("SELECT k, v FROM t WHERE k IN (1, 2, 3, 4) ORDER BY k").rows == [
+        (1, 1), (2, 2), (3, 3), (4, 4)]
+
+
 def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Not marked spark. A projection shard gains a file and a log entry per write, and

@@ -89,6 +89,7 @@ class TableWrites:
             box.append(checked)
             return checked.kept
 
+        prepared: projections.Prepared | None = None
         try:
             with self.store.write() as w:
                 item = _table(w.snapshot, name)
@@ -111,13 +112,7 @@ class TableWrites:
                 ts = w.allocate_ts()
                 prepared = (projections.prepare(w.snapshot, self.warehouse, item, appended)
                             if appended is not None else None)
-                try:
-                    version = self._apply(w, item, ts, count if key is None else 1, apply,
-                                          bad)
-                except BaseException:
-                    if prepared is not None:  # its staged files are nobody's now
-                        prepared.discard()
-                    raise
+                version = self._apply(w, item, ts, count if key is None else 1, apply, bad)
                 if checked is not None:
                     w.record_results(*checked.records(ts))
                 w.committed(ts)
@@ -125,6 +120,13 @@ class TableWrites:
             # Nothing was written; the results say why, in a transaction of their own.
             with self.store.write() as again:
                 again.record_results(*failed.checked.records(now_ms()))
+            raise
+        except BaseException:
+            # The table's commit, or the catalog's after it, failed: the staged files are
+            # nobody's now (a table commit without its catalog commit is adopted by the
+            # next write, and its parts projected on the fly).
+            if prepared is not None:
+                prepared.discard()
             raise
         if version is not None and w.snapshot.projections_on(item.id):
             # Projections follow their table's commit (Delta has no two-table commit),
