@@ -188,10 +188,15 @@ class Soak:
                 self.events.write(ev="lock_busy", error=str(e),
                                   waited=time.monotonic() - started)
                 return
+            waited = time.monotonic() - started
+            # The longest any writer waited here for the lock: how long a writer can be
+            # held back (compaction once held it for every table at once).
+            key = "longest wait for the catalog lock (ms)"
+            self.counts[key] = max(self.counts[key], int(waited * 1000))
             time.sleep(seconds)
             db.execute("ROLLBACK")
             self.counts["catalog locks"] += 1
-            self.events.write(ev="lock", seconds=seconds)
+            self.events.write(ev="lock", seconds=seconds, waited=waited)
         finally:
             db.close()
 
