@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -959,46 +959,39 @@ def test_a_writes_projection_files_are_staged_during_its_commit_and_then_only_lo
     assert conn.execute("SELECT v FROM t WHERE k = 9").rows == [(5,)]
 
 
-def test_a_write_that_fails_after_staging_leaves_no_staged_file(
-        conn: mzflow.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Not marked spark. The table's commit fails while the projection files are being
-    # staged: they belong to no version and must not stay behind.
+def _fail_table_commit(monkeypatch: pytest.MonkeyPatch) -> type[Exception]:
     from mzflow.storage.delta import Shard, StorageError
-    from mzflow.storage.projection import ProjectionShard, Staged
-
-    conn.execute("CREATE TABLE t (k int, v int, PROJECTION by_k (SELECT k, v ORDER BY k))")
-    conn.execute("INSERT INTO t VALUES (1, 1)")
-    stage = ProjectionShard.stage
-    made: list[Staged] = []
-
-    def staging(self: ProjectionShard, *args: Any, **kwargs: Any) -> Staged | None:
-        out = stage(self, *args, **kwargs)
-        made.append(out) if out is not None else None
-        return out
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise StorageError("could not write shard: disk full (injected)")
 
-    monkeypatch.setattr(ProjectionShard, "stage", staging)
     monkeypatch.setattr(Shard, "append", broken)
-    with pytest.raises(StorageError):
-        conn.execute("INSERT INTO t VALUES (2, 2), (3, 3)")
-    monkeypatch.undo()
-    assert len(made) == 1  # the file was staged, then deleted
-    assert not made[0].path.exists() and _staged_files(conn) == []
-    conn.execute("INSERT INTO t VALUES (4, 4)")
-    assert conn.execute("SELECT k, v FROM t WHERE k IN (1, 2, 3, 4) ORDER BY k").rows == [
-        (1, 1), (4, 4)]
+    return StorageError
 
 
-def test_a_write_whose_catalog_commit_fails_leaves_no_staged_file(
-        conn: mzflow.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
-    # Not marked spark. The table's commit succeeds, the catalog's after it fails (a full
-    # disk): no projection part is stored for that commit, so its staged files must go
-    # now, not after compaction's hour. The next write adopts the orphaned commit, whose
-    # part readers project on the fly.
+def _fail_catalog_commit(monkeypatch: pytest.MonkeyPatch) -> type[Exception]:
     from mzflow.catalog.store import Writer
     from mzflow.errors import CatalogError
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise CatalogError("the catalog could not be written: disk I/O error (injected)")
+
+    monkeypatch.setattr(Writer, "committed", broken)
+    return CatalogError
+
+
+# (how the write fails, the rows it leaves: a table commit whose catalog commit failed
+# is adopted by the next write, and readers project its part on the fly)
+@pytest.mark.parametrize("fail, kept", [
+    (_fail_table_commit, [(1, 1), (4, 4)]),
+    (_fail_catalog_commit, [(1, 1), (2, 2), (3, 3), (4, 4)]),
+], ids=["table commit", "catalog commit after the table's"])
+def test_a_write_that_fails_after_staging_leaves_no_staged_file(
+        conn: mzflow.Connection, monkeypatch: pytest.MonkeyPatch,
+        fail: Callable[[pytest.MonkeyPatch], type[Exception]],
+        kept: list[tuple[int, int]]) -> None:
+    # Not marked spark. The files staged for the projections belong to no stored part
+    # once the write failed: they must go now, not after compaction's hour.
     from mzflow.storage.projection import ProjectionShard, Staged
 
     conn.execute("CREATE TABLE t (k int, v int, PROJECTION by_k (SELECT k, v ORDER BY k))")
@@ -1011,19 +1004,15 @@ def test_a_write_whose_catalog_commit_fails_leaves_no_staged_file(
         made.append(out) if out is not None else None
         return out
 
-    def broken(self: Writer, ts: int) -> None:
-        raise CatalogError("the catalog could not be written: disk I/O error (injected)")
-
     monkeypatch.setattr(ProjectionShard, "stage", staging)
-    monkeypatch.setattr(Writer, "committed", broken)
-    with pytest.raises(CatalogError):
+    error = fail(monkeypatch)
+    with pytest.raises(error):
         conn.execute("INSERT INTO t VALUES (2, 2), (3, 3)")
     monkeypatch.undo()
     assert len(made) == 1  # the file was staged, then deleted
     assert not made[0].path.exists() and _staged_files(conn) == []
     conn.execute("INSERT INTO t VALUES (4, 4)")
-    assert conn.execute("SELECT k, v FROM t WHERE k IN (1, 2, 3, 4) ORDER BY k").rows == [
-        (1, 1), (2, 2), (3, 3), (4, 4)]
+    assert conn.execute("SELECT k, v FROM t WHERE k IN (1, 2, 3, 4) ORDER BY k").rows == kept
 
 
 def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
