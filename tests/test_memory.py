@@ -287,3 +287,34 @@ def test_a_jvm_that_exited_after_its_error_was_told_is_replaced(
     assert spark.session() is fresh
     assert spark.session() is fresh
     assert forgotten == [dead]
+
+
+def test_a_cleanup_that_finds_the_jvm_gone_keeps_the_blocks_own_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not marked spark (a fake session). An out-of-memory JVM may still be exiting
+    when translate_error stops waiting for it; the temp views' cleanup then finds it
+    gone. CI saw that ConnectionRefusedError replace the out-of-memory error."""
+    from mzflow.errors import Error, OutOfMemory
+    from mzflow.render import spark
+
+    class Gone:
+        def dropTempView(self, view: str) -> None:
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    class Frame:
+        def createOrReplaceTempView(self, view: str) -> None:
+            pass
+
+    class Session:
+        catalog = Gone()
+
+    monkeypatch.setattr(spark, "session", lambda master=None: Session())
+    monkeypatch.setattr(spark, "_live", lambda s: True)
+    relation = spark.Relation((), "", ("x",), frame=Frame())
+    with pytest.raises(OutOfMemory, match="ran out of memory"):
+        with spark.registered({"t": relation}):
+            raise OutOfMemory('cluster "default" ran out of memory')
+    # Without an error of its own, the block fails with the cleanup's, told as ours.
+    with pytest.raises(Error, match="Connection refused"):
+        with spark.registered({"t": relation}):
+            pass

@@ -378,21 +378,43 @@ def few_jobs() -> Iterator[None]:
     saved = {k: conf.get(k, None) for k in _FEW_JOBS}
     for k, v in _FEW_JOBS.items():
         conf.set(k, v)
-    try:
+    def restore() -> None:
+        for k, v in saved.items():
+            if v is None:
+                conf.unset(k)
+            else:
+                conf.set(k, v)
+
+    with _cleaning_up(spark, restore):
         yield
-    finally:
-        if _live(spark):
-            for k, v in saved.items():
-                if v is None:
-                    conf.unset(k)
-                else:
-                    conf.set(k, v)
 
 
 def _live(spark: Any) -> bool:
     """Whether a block's cleanup can still reach ``spark``: not if the JVM died during
     the block (translate_error forgot it), whose state went with it."""
     return spark is _session or _using.get() is not None
+
+
+@contextmanager
+def _cleaning_up(spark: Any, undo: Callable[[], None]) -> Iterator[None]:
+    """Run the block, then ``undo`` what it set in ``spark``. The JVM may have died
+    during the block and still be exiting when translate_error stopped waiting for it
+    (an out-of-memory JVM, on a loaded machine): its state went with it, and a refused
+    connection here must never replace the block's own error (CI saw a
+    ConnectionRefusedError where the out-of-memory error belonged)."""
+    failed = False
+    try:
+        yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if _live(spark):
+            try:
+                undo()
+            except Exception as e:
+                if not failed and _jvm_exit(e, oom=False) is None:
+                    raise translate_error(e) from None
 
 
 @contextmanager
@@ -408,12 +430,12 @@ def counting_jobs() -> Iterator[Callable[[], int | None]]:
     group = f"mzflow-{next(_names)}"
     sc.setJobGroup(group, "mzflow tick")
     tracker = sc.statusTracker()
-    try:
+    def ungroup() -> None:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+
+    with _cleaning_up(spark, ungroup):
         yield lambda: len(tracker.getJobIdsForGroup(group))
-    finally:
-        if _live(spark):
-            sc.setLocalProperty("spark.jobGroup.id", None)
-            sc.setLocalProperty("spark.job.description", None)
 
 
 @contextmanager
@@ -421,7 +443,12 @@ def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
     """Register each relation as a uniquely named temp view; drop them afterwards."""
     spark = session()
     names: dict[str, str] = {}
-    try:
+
+    def drop() -> None:
+        for view in names.values():
+            spark.catalog.dropTempView(view)
+
+    with _cleaning_up(spark, drop):
         for ref, rel in relations.items():
             view = f"mz_rel_{next(_names)}"
             if rel.frame is not None:
@@ -440,9 +467,6 @@ def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
             df.select(*[f"`{c}`" for c in rel.columns]).createOrReplaceTempView(view)
             names[ref] = view
         yield names
-    finally:
-        for view in names.values() if _live(spark) else ():
-            spark.catalog.dropTempView(view)
 
 
 def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
