@@ -93,3 +93,38 @@ def test_only_a_class_that_cannot_load_replaces_the_jvm() -> None:
                                 "org.xerial.snappy.Snappy")
     assert not spark._BROKEN.search("[DIVIDE_BY_ZERO] Division by zero")
     assert not spark._BROKEN.search("java.lang.OutOfMemoryError: Java heap space")
+
+
+def test_a_full_disk_under_a_projection_shards_writes_is_a_storage_error(
+        tmp_path: Path) -> None:
+    """The 60-minute soak of session 16: a disk-full fault during compaction's vacuum of
+    a projection shard (its checkpoint) reached the compactor as delta-rs's raw
+    DeltaError; the table shards' writes were already StorageErrors."""
+    from mzflow.storage.projection import PART, ProjectionShard
+
+    shard = ProjectionShard(tmp_path / "p")
+    schema = pa.schema([("k", pa.int64()), ("s", pa.string()), (PART, pa.string())])
+    shard.create(schema)
+    for i in range(30):  # a log long enough that its checkpoint passes the limit
+        rows = pa.table({"k": pa.array(range(i * 10, i * 10 + 10), pa.int64()),
+                         "s": pa.array([f"value {j} " * 5 for j in range(10)]),
+                         PART: pa.array([f"part-{i}.parquet"] * 10)})
+        assert shard.add(rows, ("w", i + 1), {"operation": "test"})
+    big = pa.table({"k": pa.array(range(5_000), pa.int64()),
+                    "s": pa.array([f"row {j} " * 20 for j in range(5_000)]),
+                    PART: pa.array(["part-big.parquet"] * 5_000)})
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4_096, hard))
+    try:
+        with pytest.raises(StorageError, match="could not write shard p"):
+            shard.vacuum(0)
+        with pytest.raises(StorageError, match="could not write shard p"):
+            shard.add(big, ("w", 99), {"operation": "test"})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert len(shard.parts()) == 30  # nothing committed
+    shard.vacuum(0)  # space again
+    assert shard.add(big, ("w", 99), {"operation": "test"})
+    assert len(shard.parts()) == 31

@@ -39,13 +39,13 @@ class StorageError(Error):
     code = "58030"  # io_error
 
 
-def _writes(method: Callable[..., Any]) -> Callable[..., Any]:
+def writes(method: Callable[..., Any]) -> Callable[..., Any]:
     """A failure of delta-rs or of the file system under a write (a full disk, a lost
     commit race) as a StorageError naming the shard: nothing was committed, and the
     caller's transaction rolls back. Found by the soak's disk-full fault (issue 19):
     writers got delta-rs's raw DeltaError."""
     @functools.wraps(method)
-    def wrapped(self: Shard, *args: Any, **kwargs: Any) -> Any:
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return method(self, *args, **kwargs)
         except Error:
@@ -144,7 +144,7 @@ class Shard:
 
     # -- write side ------------------------------------------------------------
 
-    @_writes
+    @writes
     def create(self, schema: pa.Schema, ts: int, partition_by: tuple[str, ...] = ()) -> int:
         """``partition_by``: the table's PARTITION BY columns. The Delta table is
         partitioned by a hidden key of each (storage/partitions.py), which the writes
@@ -170,7 +170,7 @@ class Shard:
                                       for k in keys if partitions.is_key(k))
         return self._partitioned
 
-    @_writes
+    @writes
     def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None, *,
                file_size: int = TARGET_FILE_SIZE) -> int:
         from deltalake import write_deltalake
@@ -183,7 +183,7 @@ class Shard:
                         commit_properties=_props(ts, txn, top))
         return self.version()
 
-    @_writes
+    @writes
     def _record_txn(self, ts: int, txn: tuple[str, int]) -> int:
         """Commit no rows, only ``txn`` and the time: delta-rs's MERGE of an empty
         source commits nothing, which would leave a keyed UPDATE or DELETE that matched
@@ -194,7 +194,7 @@ class Shard:
         write_deltalake(self._table(), empty, mode="append", commit_properties=_props(ts, txn))
         return self.version()
 
-    @_writes
+    @writes
     def delete_rows(self, rowids: pa.Array, ts: int, txn: tuple[str, int] | None = None) -> int:
         if len(rowids) == 0 and txn is not None:
             return self._record_txn(ts, txn)
@@ -204,7 +204,7 @@ class Shard:
          .when_matched_delete().execute())
         return self.version()
 
-    @_writes
+    @writes
     def update_rows(self, rows: pa.Table, ts: int, txn: tuple[str, int] | None = None) -> int:
         """Replace the rows whose ``_mz_rowid`` appears in ``rows`` by those rows (a
         row whose partition column changed moves to its new partition)."""
@@ -216,7 +216,7 @@ class Shard:
          .when_matched_update_all().execute())
         return self.version()
 
-    @_writes
+    @writes
     def add_column(self, name: str, arrow_type: pa.DataType, ts: int) -> int:
         from deltalake import Field
 
@@ -387,7 +387,7 @@ class Shard:
         ``>= keep_from`` can read. Readers at those versions are never broken."""
         return self._compact(keep_from, _props(ts, None))
 
-    @_writes
+    @writes
     def _compact(self, keep_from: int, props: Any) -> dict[str, Any]:
         stats = self._table().optimize.compact(commit_properties=props)
         return {"optimize": stats, "removed_files": self._vacuum(keep_from, props)}
@@ -519,7 +519,7 @@ class IndexShard(Shard):
     retried for the same time applies once.
     """
 
-    @_writes
+    @writes
     def create_index(self, schema: pa.Schema, ts: int) -> int:
         from deltalake import DeltaTable
 
@@ -567,7 +567,7 @@ class IndexShard(Shard):
         """The newest ``limit`` tick commits' metadata, newest first."""
         return [e for e in _log(self._table(), limit) if TS_KEY in e]
 
-    @_writes
+    @writes
     def apply(self, changes: pa.Table, ts: int, app_id: str,
               extra: dict[str, str] | None = None) -> int:
         """Merge ``changes`` — rows with their key and their *new* count — at ``ts``.
@@ -581,7 +581,7 @@ class IndexShard(Shard):
          .execute())
         return self.version()
 
-    @_writes
+    @writes
     def mark(self, ts: int, app_id: str, error: str | None, schema: pa.Schema,
              extra: dict[str, str] | None = None) -> int:
         """A commit that changes no rows: the tick found nothing to change, or failed."""
@@ -622,7 +622,7 @@ class StateShard(Shard):
         return dataset.to_table(filter=ds.field(KEY).cast(pa.string()).isin(
             keys.cast(pa.string())))
 
-    @_writes
+    @writes
     def replace_groups(self, rows: pa.Table, ts: int, app_id: str,
                        extra: dict[str, str] | None = None) -> int:
         """The whole state, rebuilt (after recomputed ticks left it behind). ``extra``:
@@ -635,7 +635,7 @@ class StateShard(Shard):
                         commit_properties=_tick_props(ts, None, (app_id, ts), extra))
         return self.version()
 
-    @_writes
+    @writes
     def merge_groups(self, rows: pa.Table, ts: int, app_id: str, keep_empty: bool,
                      extra: dict[str, str] | None = None) -> int:
         from deltalake import DeltaTable

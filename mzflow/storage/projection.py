@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mzflow.storage.delta import TABLE_CONFIG, _log
+from mzflow.storage.delta import TABLE_CONFIG, _log, writes
 from mzflow.storage.rows import plain_strings
 
 PART = "_mz_part"
@@ -60,6 +60,7 @@ class ProjectionShard:
     def exists(self) -> bool:
         return (self.path / "_delta_log").is_dir()
 
+    @writes
     def create(self, schema: pa.Schema) -> None:
         from deltalake import DeltaTable
 
@@ -108,6 +109,7 @@ class ProjectionShard:
         _PARTS[key] = out
         return {p: list(f) for p, f in out.items()}
 
+    @writes
     def add(self, rows: pa.Table, txn: tuple[str, int], stats: dict[str, Any],
             sort_key: str | None = None, group_rows: int = 8192, current: bool = False
             ) -> bool:
@@ -132,6 +134,7 @@ class ProjectionShard:
                         commit_properties=props, **extra)
         return True
 
+    @writes
     def stage(self, rows: pa.Table, sort_key: str | None = None, group_rows: int = 8192
               ) -> Staged | None:
         """Write ``rows`` (``PART`` is dropped: its value is not known yet) to a file of
@@ -158,6 +161,7 @@ class ProjectionShard:
                        write_statistics=[sort_key] if sort_key is not None else True)
         return Staged(path, json.dumps(_file_stats(data, sort_key)))
 
+    @writes
     def add_staged(self, staged: Staged, part: str, txn: tuple[str, int],
                    stats: dict[str, Any], current: bool = False) -> bool:
         """Commit ``staged`` as the rows of ``part``, once per ``txn`` like ``add`` (False:
@@ -186,6 +190,7 @@ class ProjectionShard:
                                     commit_properties=props)
         return True
 
+    @writes
     def vacuum(self, grace_hours: int) -> int:
         """Checkpoint the log, then delete the files that the log removed (CLEAR, a
         compaction's dead parts) over ``grace_hours`` ago, or never held (a writer killed
@@ -225,6 +230,7 @@ class ProjectionShard:
                 pass
         return removed
 
+    @writes
     def clear(self, parts: list[str] | None, stats: dict[str, Any]) -> None:
         """Drop the rows of ``parts`` (all when None): a partition delete, no rewrite."""
         from deltalake import CommitProperties
