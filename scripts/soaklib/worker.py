@@ -186,8 +186,8 @@ def compactor(args: dict[str, Any], conn: Any, j: Journal) -> None:
     while not _stopping(args):
         _pause(r, 1.0, args["compact_pause"])
         try:
-            # Its start and length journaled: a compaction holds the catalog's write
-            # lock throughout, and one that runs for minutes stalls every writer.
+            # Its start and length journaled: a compaction once held the catalog's
+            # write lock throughout and stalled every writer (now one object at a time).
             j.write(ev="compact_start")
             started = time.monotonic()
             done = conn.compact()
