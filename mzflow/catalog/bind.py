@@ -16,7 +16,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from mzflow.catalog import exprtypes, system
+from mzflow.catalog import exprtypes, from_clause, system
 from mzflow.catalog.model import (
     DATABASE,
     RELATION_KINDS,
@@ -37,6 +37,7 @@ from mzflow.errors import (
     WrongObjectType,
 )
 from mzflow.sql.ast import VersionedTable
+from mzflow.sql.joins import replace_relation
 from mzflow.sql.parse import DIALECT
 
 UNNAMED = "?column?"
@@ -173,13 +174,12 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     base_types: dict[tuple[str, str], str] = {}
     deps: list[str] = []
     sys_tables: list[str] = []
-    for table in query.find_all(exp.Table):
+    for select in query.find_all(exp.Select):
+        from_clause.check_groups(select)
+    # A list: renaming a table that heads a parenthesized join moves its joins over.
+    for table in list(query.find_all(exp.Table)):
         if table.name in cte_names and not table.db:
             continue
-        if table.args.get("joins"):
-            # What sql/joins.py could not flatten; renaming the table would drop its joins.
-            raise Unsupported("a parenthesized join with an alias or on the right of an "
-                              "outer join is not supported yet")
         if isinstance(table.this, exp.Func):  # generate_series(…) and other table functions
             name = table.this.sql(dialect=DIALECT).split("(")[0].lower()
             raise Unsupported(f"table function {name} in FROM is not supported yet")
@@ -206,14 +206,21 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         if given is not None and len(given.columns) > len(cols):
             raise InvalidDefinition(f'table "{alias}" has {len(cols)} columns available '
                                     f"but {len(given.columns)} columns specified")
-        table.replace(exp.Table(this=exp.to_identifier(key), alias=exp.TableAlias(
+        renamed = exp.Table(this=exp.to_identifier(key), alias=exp.TableAlias(
             this=exp.to_identifier(alias),
-            columns=[c.copy() for c in given.columns] if given is not None else [])))
+            columns=[c.copy() for c in given.columns] if given is not None else []))
+        replace_relation(table, renamed)
         visible[key] = {c.name: _schema_type(c.type) for c in cols}
         full[key] = {c.name: _schema_type(c.type) for c in cols + hidden}
         for c in cols + hidden:
             nullable[(alias, c.name)] = c.nullable
             base_types[(alias, c.name)] = c.type
+    ctes = {cte.alias: cte for cte in query.find_all(exp.CTE)}
+    # USING and NATURAL by PostgreSQL's rules (sqlglot's qualify does not scope them to
+    # their join). Innermost first: an outer query's names of a derived table need its
+    # * expanded.
+    for select in reversed(list(query.find_all(exp.Select))):
+        from_clause.resolve_using(select, lambda rel: _source_names(rel, visible, ctes))
     names = _output_names(query, visible)
     _pad_values_aliases(query)
     _alias_subquery_projections(query)
@@ -301,7 +308,7 @@ def _alias_subquery_projections(query: exp.Query) -> None:
 def _version_of(item: Item, table: exp.Table) -> int:
     if not isinstance(table, VersionedTable):
         return item.version
-    version = int(table.args["version"].name)
+    version = int(table.args["pinned"].name)
     if not 0 <= version <= item.version:
         raise InvalidDefinition(f'invalid version "{version}" for "{item.name}"')
     return version
@@ -407,8 +414,9 @@ def _star_names(select: exp.Select, qualifier: str, visible: dict[str, object],
     sources = [select.args.get("from_") or select.args.get("from")] + list(
         select.args.get("joins") or [])
     for src in sources:
-        if src is not None and (not qualifier or src.this.alias_or_name == qualifier):
-            names.extend(_source_names(src.this, visible, ctes))
+        for rel in from_clause.relations(src.this) if src is not None else ():
+            if not qualifier or rel.alias_or_name == qualifier:
+                names.extend(_source_names(rel, visible, ctes))
     return names
 
 
@@ -417,6 +425,8 @@ def _source_names(rel: exp.Expr, visible: dict[str, object], ctes: dict[str, exp
     """The columns a FROM item offers a ``*``: a relation's, a CTE's or a derived
     table's own names, renamed by the item's column aliases (``AS x(p, q)``)."""
     names: list[str] = []
+    if from_clause.is_group(rel):
+        return [n for r in from_clause.relations(rel) for n in _source_names(r, visible, ctes)]
     if isinstance(rel, exp.Table) and isinstance(cols := visible.get(rel.name), dict):
         names = list(cols)
     elif isinstance(rel, exp.Table) and not rel.db and rel.name in ctes:

@@ -20,6 +20,7 @@ from mzflow.catalog.model import (
     Snapshot,
 )
 from mzflow.sql.ast import CreateTable, VersionAdded, VersionedTable
+from mzflow.sql.joins import replace_relation
 from mzflow.sql.parse import DIALECT
 
 # Materialize prints column types by their pg_catalog names in SHOW CREATE TABLE.
@@ -83,14 +84,14 @@ def qualify_relations(query: exp.Query, snap: Snapshot) -> exp.Query:
             continue
         new: exp.Table = qualified(item.name)
         if item.kind == TABLE:
-            version = (int(table.args["version"].name) if isinstance(table, VersionedTable)
+            version = (int(table.args["pinned"].name) if isinstance(table, VersionedTable)
                        else item.version)
             new = VersionedTable(**new.args, item_id=exp.to_identifier(item.id),
-                                 version=exp.Literal.number(version))
+                                 pinned=exp.Literal.number(version))
         alias = table.args.get("alias")
         if alias is not None:
             new.set("alias", alias)
-        table.replace(new)
+        replace_relation(table, new)
     return query
 
 
@@ -104,7 +105,7 @@ def humanize(sql_text: str) -> str:
     for table in list(tree.find_all(VersionedTable)):
         plain = exp.Table(**{k: v for k, v in table.args.items()
                              if k in ("this", "db", "catalog", "alias")})
-        table.replace(plain)
+        replace_relation(table, plain)
     return sql(tree)
 
 

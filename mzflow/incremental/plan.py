@@ -87,7 +87,7 @@ def definition_of(on: Item, index: Item) -> tuple[exp.Query, tuple[Column, ...]]
     m = re.search(r"VERSION (\d+)\]", index.create_sql)
     version = int(m.group(1)) if m else on.version
     pinned = VersionedTable(this=exp.to_identifier(on.name), item_id=exp.to_identifier(on.id),
-                            version=exp.Literal.number(version))
+                            pinned=exp.Literal.number(version))
     return exp.select("*").from_(pinned), on.columns_at(version)
 
 

@@ -12,6 +12,7 @@ from sqlglot import exp
 from mzflow.catalog.bind import bind
 from mzflow.catalog.ddl.expectations import filtered_sql, read_filters
 from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
+from mzflow.sql.joins import replace_relation
 from mzflow.sql.parse import parse_query
 
 _MAX_DEPTH = 64
@@ -33,7 +34,7 @@ def inline_views(snap: Snapshot, query: exp.Query, depth: int = 0) -> exp.Query:
         body = inline_views(snap, body, depth + 1)
         body = _rename_outputs(body, [c.name for c in item.columns])
         body = checked(snap, item, body)
-        table.replace(exp.Subquery(this=body, alias=exp.TableAlias(
+        replace_relation(table, exp.Subquery(this=body, alias=exp.TableAlias(
             this=exp.to_identifier(table.alias_or_name))))
     return query
 

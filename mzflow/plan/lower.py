@@ -17,11 +17,13 @@ from collections.abc import Callable
 from sqlglot import exp
 from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
+from mzflow.catalog import from_clause
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import ROWID, Snapshot
 from mzflow.plan import ir
 from mzflow.plan.ir import Node, col
 from mzflow.reasons import R_CONSTRUCT, R_SUBQUERY
+from mzflow.sql.joins import replace_relation
 
 
 class _Names:
@@ -62,8 +64,9 @@ def _inline_ctes(query: exp.Query) -> exp.Query:
         owner.set("with_" if "with_" in owner.args else "with", None)
         for table in list(owner.find_all(exp.Table)):
             if table.name in bodies and not table.db:
-                table.replace(exp.Subquery(this=bodies[table.name].copy(), alias=exp.TableAlias(
-                    this=exp.to_identifier(table.alias_or_name))))
+                replace_relation(table, exp.Subquery(
+                    this=bodies[table.name].copy(),
+                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
     return query
 
 
@@ -249,18 +252,24 @@ class _Lowerer:
         if from_ is None:
             raise _Unmodeled(R_CONSTRUCT)
         rejected = set().union(*(_null_rejected(c) for c in _conjuncts(s.args.get("where"))))
-        parts: list[Node] = [self.source(from_.this, names, scope)]
+        return self._chain(from_.this, list(s.args.get("joins") or []), names, scope, rejected)
+
+    def _chain(self, first: exp.Expr, joins: list[exp.Join], names: _Names,
+               scope: dict[tuple[str, str], str], rejected: set[str]) -> Node:
+        """A left-deep chain of joins; a parenthesized join in it is a chain of its own
+        (``a, (b FULL JOIN c ON …)``: ``catalog/from_clause.py``)."""
+        parts: list[Node] = [self.source(first, names, scope, rejected)]
         preds: list[exp.Expr] = []
         current: Node | None = None
-        for join in s.args.get("joins") or []:
+        for join in joins:
             kind = (join.args.get("kind") or "").upper()
             side = (join.args.get("side") or "").upper()
             if kind in ("SEMI", "ANTI") or join.args.get("using"):
                 raise _Unmodeled(R_CONSTRUCT)
-            right = self.source(join.this, names, scope)
+            right = self.source(join.this, names, scope, rejected)
             alias = join.this.alias_or_name
             on = _conjuncts(join.args.get("on"))
-            if side == "LEFT" and alias in rejected:
+            if side == "LEFT" and alias and alias in rejected:
                 side = ""
             if not side:
                 parts.append(right)
@@ -286,7 +295,11 @@ class _Lowerer:
             return n
         return e.copy().transform(fix)
 
-    def source(self, rel: exp.Expr, names: _Names, scope: dict[tuple[str, str], str]) -> Node:
+    def source(self, rel: exp.Expr, names: _Names, scope: dict[tuple[str, str], str],
+               rejected: set[str] | None = None) -> Node:
+        if from_clause.is_group(rel):
+            first, joins = from_clause.parts(rel)
+            return self._chain(first, joins, names, scope, rejected or set())
         alias = rel.alias_or_name
         if isinstance(rel, exp.Table) and pinned(rel.name):
             get = self.get(rel.name, alias, names)

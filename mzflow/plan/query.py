@@ -15,6 +15,7 @@ from mzflow.catalog.ddl.expectations import read_filters
 from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.plan.inline import checked, inline_views
 from mzflow.plan.subqueries import three_valued_in
+from mzflow.sql.joins import replace_relation
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,9 @@ def plan(snap: Snapshot, query: exp.Query,
                 rows = exp.select(*[exp.column(c.name, table="_mz_idx", quoted=True)
                                     for c in item.columns]).from_(
                     exp.to_table(key).as_("_mz_idx"))
-                table.replace(exp.Subquery(this=checked(snap, item, rows), alias=exp.TableAlias(
-                    this=exp.to_identifier(table.alias_or_name))))
+                replace_relation(table, exp.Subquery(
+                    this=checked(snap, item, rows),
+                    alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
     inlined = three_valued_in(inline_views(snap, bound.query))
     tables: dict[str, tuple[str, Item, int]] = {}
     for table in inlined.find_all(exp.Table):

@@ -151,7 +151,9 @@ class VersionAdded(exp.Expression, exp.ColumnConstraintKind):
 class VersionedTable(exp.Table):
     """``[u1 AS "materialize"."public"."t" VERSION 0]``: a table pinned to one version."""
 
-    arg_types = {**exp.Table.arg_types, "item_id": True, "version": True}
+    # Not "version": sqlglot's Table uses that arg for time travel, and its parser resets
+    # it (to nothing) after some tables, e.g. one followed by USING.
+    arg_types = {**exp.Table.arg_types, "item_id": True, "pinned": True}
 
 
 class AsOf(exp.Expression):

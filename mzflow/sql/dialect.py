@@ -106,7 +106,7 @@ class MzParser(MaterializeParser):
             self.raise_error("Expected a version number")
         if not self._match(TokenType.R_BRACKET):
             self.raise_error("Expected ]")
-        table = ast.VersionedTable(**name.args, item_id=item_id, version=version)
+        table = ast.VersionedTable(**name.args, item_id=item_id, pinned=version)
         # `ON [u1 AS … VERSION 0] (a)` in CREATE INDEX: the parenthesis is the key list.
         if self._curr and self._curr.token_type != TokenType.L_PAREN:
             alias = super()._parse_table_alias()
@@ -817,8 +817,10 @@ class MzGenerator(MaterializeGenerator):
                             if k in ("this", "db", "catalog")})
         alias = e.args.get("alias")
         alias_sql = f" AS {self.sql(alias)}" if alias else ""
+        # The first relation of a parenthesized join carries the group's joins.
+        joins = self.expressions(e, key="joins", sep="", flat=True)
         return (f"[{self.sql(e.args['item_id'])} AS {self.sql(name)} VERSION "
-                f"{self.sql(e.args['version'])}]{alias_sql}")
+                f"{self.sql(e.args['pinned'])}]{alias_sql}{joins}")
 
     def asof_sql(self, e: ast.AsOf) -> str:
         least = " AT LEAST" if e.args.get("at_least") else ""

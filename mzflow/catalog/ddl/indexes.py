@@ -37,7 +37,7 @@ def insert_index(w: Writer, on: Item, cluster: Cluster, keys: list[IndexKey] | N
     if on.kind == TABLE:
         # An index on a table is built on one version of it (Materialize's stored form).
         target = VersionedTable(**target.args, item_id=exp.to_identifier(on.id),
-                                version=exp.Literal.number(on.version))
+                                pinned=exp.Literal.number(on.version))
     create_sql = normalize.sql(ast.CreateIndex(
         this=exp.to_identifier(name, quoted=True), on=target, keys=[_key(k) for k in keys],
         cluster=exp.to_identifier(cluster.name, quoted=True)))
