@@ -203,3 +203,17 @@ def test_reads_and_maintained_views_match_postgres(pg: Any) -> None:
                 mz.execute("SET cluster = default")
     finally:
         del os.environ["MZFLOW_RECOMPUTE_SHARE"]
+
+
+def test_outer_joins_make_the_padded_sides_columns_nullable(conn: mzflow.Connection) -> None:
+    """A NOT NULL column on the side an outer join pads is nullable in the result (it
+    was reported NOT NULL from its table's declaration)."""
+    conn.execute("CREATE TABLE n (k int NOT NULL)")
+    for sql, nullable in [("SELECT n.k FROM b LEFT JOIN n ON y = k", True),
+                          ("SELECT n.k FROM n RIGHT JOIN b ON y = k", True),
+                          ("SELECT n.k FROM a, b FULL JOIN n ON y = k", True),
+                          ("SELECT n.k FROM n LEFT JOIN b ON y = k", False),
+                          ("SELECT n.k FROM n JOIN b ON y = k", False)]:
+        conn.execute(f"CREATE VIEW v AS {sql}")
+        assert conn.execute("SHOW COLUMNS FROM v").rows[0][1] == nullable, sql
+        conn.execute("DROP VIEW v")

@@ -238,6 +238,10 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         raise
     except Exception as e:  # sqlglot optimizer internals on constructs it cannot type
         raise Unsupported(f"cannot plan this query: {e}") from None
+    padded = from_clause.null_extended(query)
+    for alias, column in list(nullable):
+        if alias in padded:
+            nullable[(alias, column)] = True
     types = _output_types(query, base_types)
     if len(names) != len(query.selects):
         # A * over a source the names above do not follow: qualify's names (which may

@@ -71,10 +71,38 @@ def _without_joins(rel: exp.Expr) -> exp.Expr:
 
 
 def check_groups(select: exp.Select) -> None:
-    for join in select.args.get("joins") or []:
-        rel = join.this
+    from_ = select.args.get("from_")
+    items = [from_.this] if from_ is not None else []
+    for rel in items + [j.this for j in select.args.get("joins") or []]:
         if isinstance(rel, exp.Subquery) and rel.alias and is_group(rel):
             raise Unsupported("an alias on a parenthesized join is not supported yet")
+
+
+def null_extended(query: exp.Expr) -> set[str]:
+    """Aliases of the FROM items an outer join may pad with NULLs (the right of a LEFT
+    JOIN, the left of a RIGHT JOIN, both sides of a FULL JOIN): their columns are
+    nullable whatever their tables declare."""
+    out: set[str] = set()
+    for select in query.find_all(exp.Select):
+        from_ = select.args.get("from_")
+        if from_ is not None:
+            _pad(from_.this, list(select.args.get("joins") or []), out)
+    return out
+
+
+def _pad(first: exp.Expr, joins: list[exp.Join], out: set[str]) -> None:
+    before = [r.alias_or_name for r in relations(first)]
+    for rel in (first, *(j.this for j in joins)):
+        if is_group(rel):
+            _pad(*parts(rel), out)
+    for join in joins:
+        side = (join.args.get("side") or "").upper()
+        right = [r.alias_or_name for r in relations(join.this)]
+        if side in ("RIGHT", "FULL"):
+            out.update(before)
+        if side in ("LEFT", "FULL"):
+            out.update(right)
+        before += right
 
 
 @dataclass(frozen=True, eq=False)
