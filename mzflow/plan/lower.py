@@ -19,7 +19,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import ROWID, Snapshot
-from mzflow.plan import ir
+from mzflow.plan import ir, series
 from mzflow.plan.ir import Node, col
 from mzflow.reasons import R_CONSTRUCT, R_SUBQUERY
 
@@ -257,6 +257,15 @@ class _Lowerer:
             side = (join.args.get("side") or "").upper()
             if kind in ("SEMI", "ANTI") or join.args.get("using"):
                 raise _Unmodeled(R_CONSTRUCT)
+            if series.is_series(join.this) and series.correlated(join.this):
+                # LATERAL generate_series(…, t.n): once per row of everything to its left.
+                if side:
+                    raise _Unmodeled(R_CONSTRUCT)
+                left = _join(tuple(parts), tuple(self._fix(p, scope) for p in preds))
+                parts = [series.flat_map(left, join.this, names.fresh, scope,
+                                         lambda e: self._fix(e, scope))]
+                preds = _conjuncts(join.args.get("on"))
+                continue
             right = self.source(join.this, names, scope)
             alias = join.this.alias_or_name
             on = _conjuncts(join.args.get("on"))
@@ -293,6 +302,8 @@ class _Lowerer:
             for stored, name in zip(get.stored, get.columns, strict=True):
                 scope[(alias, stored)] = name
             return get
+        if series.is_series(rel):  # a generate_series of constants: a constant relation
+            return series.flat_map(None, rel, names.fresh, scope, lambda e: self._fix(e, scope))
         if isinstance(rel, exp.Subquery) and isinstance(rel.this, exp.Query):
             inner = self.query(rel.this)
             outer = tuple(names.fresh(f"{alias}_{c}") for c in inner.columns)
