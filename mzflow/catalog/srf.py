@@ -34,7 +34,6 @@ from mzflow.catalog.exprtypes import INTEGERS, UNKNOWN, base, display_name, scal
 from mzflow.catalog.intervals import parse_interval
 from mzflow.errors import (
     Error,
-    InvalidDefinition,
     UnknownFunction,
     UnknownRelation,
     Unsupported,
@@ -57,6 +56,10 @@ _NOT_UNIQUE = ("Could not choose a best candidate function. You might need to ad
 
 class AmbiguousFunction(UnknownFunction):
     code = "42725"  # ambiguous_function
+
+
+class InvalidColumnReference(Error):
+    code = "42P10"  # invalid_column_reference
 
 
 def is_series(item: exp.Expr | None) -> TypeGuard[exp.Lateral]:
@@ -162,7 +165,7 @@ def _bind_from_item(item: exp.Table | exp.Lateral) -> None:
     alias = given.name if given is not None and given.name else None
     named = [c.name for c in given.columns] if given is not None else []
     if len(named) > len(funcs):
-        raise InvalidDefinition(f'table "{alias or NAME}" has {len(funcs)} columns available '
+        raise InvalidColumnReference(f'table "{alias or NAME}" has {len(funcs)} columns available '
                                 f"but {len(named)} columns specified")
     # PostgreSQL names a scalar function's column after the table alias when there is
     # one and the function is alone; else after the function.

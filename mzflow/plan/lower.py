@@ -392,6 +392,10 @@ def _push_filter(node: Node, preds: list[exp.Expr]) -> Node:
     comma join under an outer join would otherwise be a cross product."""
     if not preds:
         return node
+    if isinstance(node, ir.FlatMap):
+        node, preds = series.push_below(node, preds)
+        if not preds:
+            return node
     if isinstance(node, ir.Join):
         return _join(node.parts, node.predicates + tuple(preds))
     if isinstance(node, ir.OuterJoin) and node.kind == "left":

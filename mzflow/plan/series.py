@@ -18,7 +18,7 @@ from mzflow.catalog.srf import calls_of, column_names, is_series
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
 
-__all__ = ["correlated", "flat_map", "is_series"]
+__all__ = ["correlated", "flat_map", "is_series", "push_below"]
 
 
 def correlated(item: exp.Lateral) -> bool:
@@ -38,3 +38,18 @@ def flat_map(input: Node | None, item: exp.Lateral, fresh: Callable[[str], str],
         scope[(alias, column)] = name
     own = input.columns if input is not None else ()
     return ir.FlatMap(columns=own + outputs, input=input, calls=calls)
+
+
+def push_below(node: ir.FlatMap, preds: list[exp.Expr]) -> tuple[Node, list[exp.Expr]]:
+    """WHERE conjuncts over the input's columns alone move below the FlatMap (a row's
+    elements all carry its values, so they pass or fail together): rows are dropped
+    before they are expanded. Returns the node and the conjuncts left above it."""
+    if node.input is None:
+        return node, preds
+    own = set(node.input.columns)
+    below = [p for p in preds if {c.name for c in p.find_all(exp.Column)} <= own]
+    if not below:
+        return node, preds
+    inner = ir.Filter(columns=node.input.columns, input=node.input, predicates=tuple(below))
+    return (ir.FlatMap(columns=node.columns, input=inner, calls=node.calls),
+            [p for p in preds if not any(p is q for q in below)])
