@@ -169,6 +169,10 @@ def test_names_and_types(snap: Snapshot, sql: str, expected: list[tuple[str, str
      'interval step "1 month -1 day" mixes positive and negative parts with months'),
     ("SELECT generate_series(ts, ts, '1 fortnight') FROM t", "0A000",
      'interval "1 fortnight" is not supported as a generate_series step yet'),
+    ("SELECT generate_series(0, 1, 0.000000000000000000001)", "0A000",
+     "generate_series over numerics with more than 20 decimal places is not supported yet"),
+    ("SELECT * FROM unnest(ARRAY[1, 2])", "0A000",
+     "table function unnest in FROM is not supported yet"),
     ("SELECT * FROM generate_subscripts(ARRAY[1], 1)", "0A000",
      "table function generate_subscripts in FROM is not supported yet"),
 ])

@@ -46,6 +46,9 @@ SERIES_TYPE = "mzflow_series_type"
 SERIES_STEP = "mzflow_series_step"
 SERIES_SCALE = "mzflow_series_scale"  # numeric: the scale that start, stop and values meet in
 NAME = "generate_series"
+# The renderer computes numeric elements exactly within 38 digits (render/series.py);
+# a step keeps 26 - scale integer digits.
+MAX_NUMERIC_SCALE = 20
 STAMPS = ("timestamp without time zone", "timestamp with time zone")
 _LATERAL_HINT = "You might be able to move the set-returning function into a LATERAL FROM item."
 _NO_MATCH = ("No function matches the given name and argument types. You might need to "
@@ -84,6 +87,9 @@ def prepare(query: exp.Expr) -> None:
     for item in list(query.find_all(exp.Table, exp.Lateral)):
         assert isinstance(item, exp.Table | exp.Lateral)
         _bind_from_item(item)
+    for unnest in query.find_all(exp.Unnest):
+        if isinstance(unnest.parent, exp.From | exp.Join):  # sqlglot's own node for it
+            raise Unsupported("table function unnest in FROM is not supported yet")
 
 
 def _refused(what: str) -> Unsupported:
@@ -256,6 +262,9 @@ def resolve_call(call: exp.Expr, infer: Callable[[exp.Expr], str]) -> str:
     elif base(result) == "numeric":
         # Values take the start's and the step's scale; the stop keeps its own, so that
         # comparing with it is exact (SERIES_SCALE: the scale comparisons are made in).
+        if scale(result) > MAX_NUMERIC_SCALE:
+            raise Unsupported(f"{NAME} over numerics with more than {MAX_NUMERIC_SCALE} "
+                              "decimal places is not supported yet")
         stop = scale(types[1]) if base(types[1]) == "numeric" else 0
         call.meta[SERIES_SCALE] = max(scale(result), stop)
         casts = [result, exprtypes.numeric(stop), result]
