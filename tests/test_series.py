@@ -312,6 +312,7 @@ BATTERY = [
     "SELECT generate_series(NULL, NULL)",
     "SELECT k FROM t WHERE generate_series(1, 2) > 1",
     "SELECT * FROM generate_series(1, 3) AS g(a, b)",
+    "UPDATE t SET n = generate_series(1, 2)",  # mzflow's UPDATE reads a SELECT of its SET
 ]
 
 

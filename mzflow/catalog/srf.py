@@ -92,6 +92,14 @@ def prepare(query: exp.Expr) -> None:
             raise Unsupported("table function unnest in FROM is not supported yet")
 
 
+def check_not_in(exprs: list[exp.Expr], clause: str) -> None:
+    """Refuse a call in ``exprs`` (outside their subqueries), as PostgreSQL does in a
+    clause whose expressions the binder sees only inside a query built from them
+    (``UPDATE … SET``)."""
+    if any(_own(e, ast.GenerateSeries) for e in exprs):
+        raise _refused(clause)
+
+
 def _refused(what: str) -> Unsupported:
     return Unsupported(f"set-returning functions are not allowed in {what}", hint=_LATERAL_HINT)
 
