@@ -348,9 +348,3 @@ def _interval_step(step: exp.Expr) -> tuple[int, int, int] | None:
                           "months: not supported yet")
     return months, days, micros
 
-
-def check_bound(query: exp.Expr) -> None:
-    """Every series call is typed (a bug otherwise: a renderer would guess)."""
-    for call in query.find_all(ast.GenerateSeries):
-        if SERIES_TYPE not in call.meta:
-            raise Error(f"internal error: {call.sql(dialect='postgres')} was not resolved")
