@@ -16,7 +16,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from mzflow.catalog import exprtypes, from_clause, system
+from mzflow.catalog import exprtypes, from_clause, srf, system
 from mzflow.catalog.model import (
     DATABASE,
     RELATION_KINDS,
@@ -167,6 +167,7 @@ def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTa
 
 def bind(snap: Snapshot, query: exp.Query) -> Bound:
     query = query.copy()
+    srf.prepare(query)  # generate_series: checked, FROM forms made LATERAL ROWS FROM
     cte_names = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     visible: dict[str, object] = {}
     full: dict[str, object] = {}
@@ -180,9 +181,6 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     for table in list(query.find_all(exp.Table)):
         if table.name in cte_names and not table.db:
             continue
-        if isinstance(table.this, exp.Func):  # generate_series(…) and other table functions
-            name = table.this.sql(dialect=DIALECT).split("(")[0].lower()
-            raise Unsupported(f"table function {name} in FROM is not supported yet")
         rel = resolve_relation(snap, table)
         alias = table.alias_or_name
         key = rel.name
@@ -231,6 +229,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
                         identify=False)
         query = qualify(query, schema=full, dialect=DIALECT, identify=False)
         _unalias_columns(query, visible)
+        srf.unnest_projections(query)
         query = annotate_types(query, schema=full, dialect=DIALECT)
     except OptimizeError as e:
         raise bind_error(e) from None
@@ -337,6 +336,7 @@ def _output_types(query: exp.Query, base_types: dict[tuple[str, str], str]) -> l
                         [r[i] for r in rows if i < len(r)]) or exprtypes.UNKNOWN
             continue
         if isinstance(q, exp.Select):
+            srf.resolve(q, typer.infer, column_types)  # its FROM's generate_series columns
             types = [typer.infer(p) for p in q.selects]
             # Divisions and averages outside the select list (WHERE, HAVING, ORDER BY)
             # need their types too: the renderer reads them.

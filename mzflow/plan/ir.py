@@ -160,6 +160,29 @@ class OuterJoin(Node):
 
 
 @dataclass(frozen=True)
+class FlatMap(Node):
+    """A set-returning FROM item (``generate_series``), called once per input row: the
+    row repeated once per element, the calls' elements side by side (zipped to the
+    longest, shorter ones padded with NULL). ``columns`` = the input's, then one per
+    call. Without an input the calls run once: their arguments are constants, and the
+    node is a constant relation."""
+
+    input: Node | None
+    calls: tuple[exp.Expr, ...]  # bound ast.GenerateSeries calls over the input's columns
+
+    def validate(self) -> None:
+        own = self.input.columns if self.input is not None else ()
+        _check(self.columns[:len(own)] == own, self, "does not extend its input")
+        _check(len(self.columns) - len(own) == len(self.calls) > 0, self,
+               "one column per call")
+        _known(self, "calls", self.calls, own)
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return (self.input,) if self.input is not None else ()
+
+
+@dataclass(frozen=True)
 class Reduce(Node):
     """GROUP BY: ``columns`` = key names, then aggregate names."""
 

@@ -20,7 +20,7 @@ from sqlglot.optimizer.unnest_subqueries import unnest_subqueries
 from mzflow.catalog import from_clause
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import ROWID, Snapshot
-from mzflow.plan import ir
+from mzflow.plan import ir, series
 from mzflow.plan.ir import Node, col
 from mzflow.reasons import R_CONSTRUCT, R_SUBQUERY
 from mzflow.sql.joins import replace_relation
@@ -266,6 +266,15 @@ class _Lowerer:
             side = (join.args.get("side") or "").upper()
             if kind in ("SEMI", "ANTI") or join.args.get("using"):
                 raise _Unmodeled(R_CONSTRUCT)
+            if series.is_series(join.this) and series.correlated(join.this):
+                # LATERAL generate_series(…, t.n): once per row of everything to its left.
+                if side:
+                    raise _Unmodeled(R_CONSTRUCT)
+                left = _join(tuple(parts), tuple(self._fix(p, scope) for p in preds))
+                parts = [series.flat_map(left, join.this, names.fresh, scope,
+                                         lambda e: self._fix(e, scope))]
+                preds = _conjuncts(join.args.get("on"))
+                continue
             right = self.source(join.this, names, scope, rejected)
             alias = join.this.alias_or_name
             on = _conjuncts(join.args.get("on"))
@@ -306,6 +315,8 @@ class _Lowerer:
             for stored, name in zip(get.stored, get.columns, strict=True):
                 scope[(alias, stored)] = name
             return get
+        if series.is_series(rel):  # a generate_series of constants: a constant relation
+            return series.flat_map(None, rel, names.fresh, scope, lambda e: self._fix(e, scope))
         if isinstance(rel, exp.Subquery) and isinstance(rel.this, exp.Query):
             inner = self.query(rel.this)
             outer = tuple(names.fresh(f"{alias}_{c}") for c in inner.columns)
@@ -394,6 +405,10 @@ def _push_filter(node: Node, preds: list[exp.Expr]) -> Node:
     comma join under an outer join would otherwise be a cross product."""
     if not preds:
         return node
+    if isinstance(node, ir.FlatMap):
+        node, preds = series.push_below(node, preds)
+        if not preds:
+            return node
     if isinstance(node, ir.Join):
         return _join(node.parts, node.predicates + tuple(preds))
     if isinstance(node, ir.OuterJoin) and node.kind == "left":

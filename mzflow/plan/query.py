@@ -15,6 +15,7 @@ from mzflow.catalog.ddl.expectations import read_filters
 from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.plan.inline import checked, inline_views
 from mzflow.plan.subqueries import three_valued_in
+from mzflow.sql.ast import RowsFrom
 from mzflow.sql.joins import replace_relation
 
 
@@ -27,9 +28,10 @@ class Plan:
 
     @property
     def needs_spark(self) -> bool:
-        # The in-process executor is for catalog queries; it cannot evaluate VALUES.
+        # The in-process executor is for catalog queries; it cannot evaluate VALUES
+        # or generate_series.
         return bool(self.tables or self.indexes) or (
-            not self.bound.system_tables and self.query.find(exp.Values) is not None)
+            not self.bound.system_tables and self.query.find(exp.Values, RowsFrom) is not None)
 
 
 def plan(snap: Snapshot, query: exp.Query,

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
 from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction
+from mzflow.render import series
 from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
@@ -480,6 +481,7 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
     rewritten = pg_semantics(query)
     assert isinstance(rewritten, exp.Query)
     query = rewritten
+    series.to_spark(query, lambda e: e.sql(dialect="spark"))  # generate_series
     # Innermost first, so an outer rewrite copies already rewritten subqueries.
     for select in reversed(list(query.find_all(exp.Select))):
         on = select.args.get("distinct") and select.args["distinct"].args.get("on")
@@ -765,6 +767,7 @@ _ERRORS = (  # Spark's error class → Materialize's message and PostgreSQL's SQ
      'Evaluation error: invalid input syntax for type {1}: "{0}"', "22P02"),
     (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW",
      "Evaluation error: numeric field overflow", "22003"),
+    (rf"USER_RAISED_EXCEPTION\] ({series.ZERO_STEP})", "Evaluation error: {0}", "22023"),
 )
 
 

@@ -22,6 +22,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from mzflow import config
+from mzflow.catalog import srf
 from mzflow.catalog.model import TABLE, Item, Snapshot
 from mzflow.catalog.store import Store, Writer, now_ms
 from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
@@ -245,6 +246,7 @@ class TableWrites:
                     ) -> Produced:
             sets: dict[str, exp.Expr] = {}
             known = {c.name for c in item.columns}
+            srf.check_not_in([a.expression for a in stmt.expressions], "UPDATE")
             for assignment in stmt.expressions:
                 col = assignment.this.name
                 if col not in known:

@@ -185,6 +185,29 @@ class Subscribe(exp.Expression):
                  "up_to": False}
 
 
+class GenerateSeries(exp.Expression, exp.Func):
+    """``generate_series(start, stop [, step])`` as written: the step stays the
+    expression it was (sqlglot's own node turns a string step into an interval, and
+    fails on ``'1 day 2 hours'``). The binder resolves and coerces the arguments
+    (``catalog/srf.py``); no engine renders the node itself, so one missed rewrite
+    fails by name rather than running with another engine's semantics."""
+
+    arg_types = {"expressions": True}  # any number: the binder checks the arity
+    is_var_len_args = True
+    _sql_names = ["GENERATE_SERIES"]
+
+
+class RowsFrom(exp.Expression, exp.Func):
+    """A bound set-returning FROM item: its calls run side by side, zipped to the
+    longest (PostgreSQL's ``ROWS FROM (…)``, and how it runs several set-returning
+    functions of one SELECT list). Always the ``this`` of an ``exp.Lateral`` whose
+    alias names one column per call."""
+
+    arg_types = {"expressions": True}
+    is_var_len_args = True
+    _sql_names = ["ROWS FROM"]
+
+
 MZ_NODES = (
     AlterProjection,
     AlterExpectation,

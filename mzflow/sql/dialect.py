@@ -58,6 +58,11 @@ class MzParser(MaterializeParser):
         TokenType.ALTER: lambda self: self._parse_mz_alter(),
     }
 
+    FUNCTIONS = {
+        **MaterializeParser.FUNCTIONS,
+        "GENERATE_SERIES": lambda args: ast.GenerateSeries(expressions=args),
+    }
+
     CONSTRAINT_PARSERS = {
         **MaterializeParser.CONSTRAINT_PARSERS,
         "VERSION": lambda self: self._parse_version_added(),

@@ -57,3 +57,9 @@ EXPLAIN SELECT CASE WHEN b > 0 THEN 'pos' ELSE 'neg' END AS sign, CAST(a AS bigi
 EXPLAIN SELECT mv.a, mv.n, u.c FROM mv JOIN u ON mv.a = u.a
 ----
 EXPLAIN MATERIALIZED VIEW mv
+----
+EXPLAIN SELECT t.a, g FROM t, generate_series(1, t.b) AS g WHERE g > 1
+----
+EXPLAIN SELECT a, generate_series(1, 3) AS k FROM t
+----
+EXPLAIN SELECT t.a, g FROM t LEFT JOIN generate_series(1, t.b) AS g ON true

@@ -12,6 +12,7 @@ from __future__ import annotations
 from mzflow.errors import Unsupported
 from mzflow.incremental.rules import (
     filter_map,
+    flat_map,
     get,
     join,
     opaque,
@@ -29,7 +30,7 @@ RULES: dict[type[ir.Node], Rule] = {
     rule.node: rule
     for rule in (get.RULE, filter_map.FILTER, filter_map.MAP, join.RULE, reduce.RULE,
                  topk.RULE, window.RULE, outer_join.RULE, union.RULE, setops.RULE,
-                 opaque.RULE)
+                 flat_map.RULE, opaque.RULE)
 }
 
 
