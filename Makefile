@@ -70,7 +70,7 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow cluster stop ingest
 
 lint: install
-	$(VENV)/bin/ruff check mzflow tests scripts bench
+	$(VENV)/bin/ruff check mzflow mzflow_dev tests scripts bench
 
 typecheck: install
 	$(VENV)/bin/mypy

@@ -25,22 +25,19 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import duckdb
+from run import ALL_VIEWS, CLUSTER, view_sql  # bench/run.py: bench/ is the script's folder
+
+import mzflow
+from mzflow.storage import delta
+from mzflow_dev.tpch import data
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
-from run import ALL_VIEWS, CLUSTER, view_sql  # noqa: E402
-from tpch import data  # noqa: E402
-
-import mzflow  # noqa: E402
-from mzflow.storage import delta  # noqa: E402
 
 
 class Say:

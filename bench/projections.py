@@ -28,10 +28,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from tpch import data  # noqa: E402
-
-import mzflow  # noqa: E402
+import mzflow
+from mzflow_dev.tpch import data
 
 Q1_AGGS = """sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
   sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price,

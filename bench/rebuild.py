@@ -24,10 +24,8 @@ from pathlib import Path
 
 import duckdb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from tpch import data  # noqa: E402
-
-import mzflow  # noqa: E402
+import mzflow
+from mzflow_dev.tpch import data
 
 
 def main() -> int:

@@ -65,13 +65,11 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
-from tpch import data  # noqa: E402
+import mzflow
+from mzflow import config as mzflow_config
+from mzflow_dev.tpch import data
 
-import mzflow  # noqa: E402
-from mzflow import config as mzflow_config  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CLUSTER = "bench"
 TPCH_VIEWS = {"q01": 1, "q03": 3, "q05": 5, "q18": 18}

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import duckdb
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from tpch import data  # noqa: E402
-
-import mzflow  # noqa: E402
+import mzflow
+from mzflow_dev.tpch import data
 
 
 def main() -> None:

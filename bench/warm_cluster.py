@@ -31,12 +31,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-from airflow_server import AirflowServer  # noqa: E402
-from tpch import data  # noqa: E402
+import mzflow
+from mzflow_dev.airflow_server import AirflowServer
+from mzflow_dev.tpch import data
 
-import mzflow  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 MZFLOW = str(Path(sys.executable).with_name("mzflow"))
 VIEWS = """

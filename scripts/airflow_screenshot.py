@@ -21,10 +21,9 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+from mzflow_dev.airflow_server import AirflowServer
 
-from airflow_server import AirflowServer  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 CHROMIUM = ("chromium-headless-shell", "chromium", "chromium-browser")
 

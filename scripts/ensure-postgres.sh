@@ -5,7 +5,7 @@
 # Idempotent: does nothing when /usr/lib/postgresql/*/bin already has both binaries.
 # Otherwise installs Debian's `postgresql` package, quietly. It never starts a server
 # (and keeps the package's post-install from starting one): each test run starts its
-# own throwaway server in a temporary directory (tests/pg_server.py).
+# own throwaway server in a temporary directory (mzflow_dev/pg_server.py).
 set -euo pipefail
 
 have_binaries() {

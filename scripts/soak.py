@@ -2,10 +2,10 @@
 
 Several worker processes share one fresh home (writers, a ticker that also reads AS OF
 the maintained views' uppers, a compactor, a DDL worker); the coordinator kill -9s them
-at random moments and restarts them, and checks the invariants (scripts/soaklib/
+at random moments and restarts them, and checks the invariants (mzflow_dev/soak/
 checker.py) against DuckDB replaying the committed history. Exits 1 on a violation,
 printing the seed and the shortest history found that reproduces it in a serial replay
-(scripts/soaklib/replay.py; ``--shrink FILE`` and ``--replay FILE`` run a saved one).
+(mzflow_dev/soak/replay.py; ``--shrink FILE`` and ``--replay FILE`` run a saved one).
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from soaklib import history  # noqa: E402
-from soaklib.coordinator import Options, Soak  # noqa: E402
+from mzflow_dev.soak import history
+from mzflow_dev.soak.coordinator import Options, Soak
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,7 +99,7 @@ def record(soak: Soak, workdir: Path, seed: int, violation: str) -> Path:
 def shrunk(seed: int | None, path: Path, ops: list[dict], violation: str, workdir: Path,
            seconds: float) -> bool:
     """Shrink, print the outcome; whether a replay reproduced the violation."""
-    from soaklib import replay
+    from mzflow_dev.soak import replay
 
     def say(line: str) -> None:
         print(f"shrink: {line}", file=sys.stderr, flush=True)
@@ -139,7 +137,7 @@ def offline(a: argparse.Namespace) -> int:
     header, ops = history.load(path)
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix="mzflow-replay-"))
     if a.replay:
-        from soaklib import replay
+        from mzflow_dev.soak import replay
 
         out = replay.replay(ops, workdir / "replay")
         print(json.dumps({"operations": len(ops), "seconds": round(out.seconds),

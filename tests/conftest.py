@@ -3,8 +3,9 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import pg_server
 import pytest
+
+from mzflow_dev import pg_server
 
 # Ticks run on the process's own Spark in tests: a warm server per cluster would start a
 # JVM per test home. tests/test_cluster_servers.py turns the managed servers on.

@@ -26,10 +26,9 @@ os.environ.update({
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
 })
 
-from airflow_server import AirflowServer, airflow_env, parse_dag_file  # noqa: E402
-
 import mzflow  # noqa: E402
 from mzflow.airflow import graph, pools  # noqa: E402
+from mzflow_dev.airflow_server import AirflowServer, airflow_env, parse_dag_file  # noqa: E402
 
 pytestmark = pytest.mark.airflow
 

@@ -33,11 +33,10 @@ if not Path(os.environ.get("AIRFLOW_HOME", "/")).name.startswith("mzflow-airflow
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_OWN_HOME / 'airflow.db'}",
     })
 
-from airflow_server import airflow_env, parse_dag_file  # noqa: E402
-
 import mzflow  # noqa: E402
 from mzflow.airflow import graph, tasks  # noqa: E402
 from mzflow.catalog import schedules  # noqa: E402
+from mzflow_dev.airflow_server import airflow_env, parse_dag_file  # noqa: E402
 
 pytestmark = pytest.mark.airflow
 

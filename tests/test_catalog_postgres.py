@@ -10,12 +10,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import pg_server
 import pytest
 import sqlalchemy as sa
 
 import mzflow
 from mzflow.catalog import migrations
+from mzflow_dev import pg_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 

@@ -232,10 +232,10 @@ def test_holds_on_postgres(tmp_path: Path, pg_url: str) -> None:
     """Renewals and releases there take no catalog lock (the row lock orders them
     with compaction's delete): they move the held time forward only, and a hold a
     compaction dropped stays dropped."""
-    import pg_server
     import sqlalchemy as sa
 
     from mzflow.catalog import migrations
+    from mzflow_dev import pg_server
 
     conn = mzflow.connect(str(tmp_path / "home"), catalog_url=pg_server.create_database(pg_url))
     conn.execute("CREATE TABLE t (a int)")

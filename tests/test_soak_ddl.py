@@ -1,18 +1,15 @@
-"""The soak's projection and expectation DDL (scripts/soaklib, issue 19), without a soak:
+"""The soak's projection and expectation DDL (mzflow_dev/soak, issue 19), without a soak:
 the DDL mix, the checker's oracle for writes that met expectations (run in DuckDB), an
 expectation's liveness from the DDL journal's times, and the shrinker's name filter."""
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-from soaklib import history, ops  # noqa: E402
-from soaklib.checker import Checker, Expect, Write  # noqa: E402
-from soaklib.shrink import plausible  # noqa: E402
+from mzflow_dev.soak import history, ops
+from mzflow_dev.soak.checker import Checker, Expect, Write
+from mzflow_dev.soak.shrink import plausible
 
 
 def test_the_ddl_mix_has_projections_and_expectations() -> None:
@@ -167,7 +164,7 @@ def test_expectations_read_the_catalog_after_the_ddl_journal(tmp_path: Path,
     import json
     from types import SimpleNamespace
 
-    from soaklib import checker as module
+    from mzflow_dev.soak import checker as module
 
     journal = [
         {"ev": "start", "n": 1, "sql": "ALTER TABLE t2 ADD CONSTRAINT e1 EXPECT (w < 95) "

@@ -1,4 +1,4 @@
-"""The soak coordinator's own failure paths (scripts/soaklib/coordinator.py, issue 19),
+"""The soak coordinator's own failure paths (mzflow_dev/soak/coordinator.py, issue 19),
 without a soak and without Spark.
 
 The second 60-minute soak of session 15 died when its locked-catalog fault found the
@@ -15,10 +15,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-from soaklib import coordinator  # noqa: E402
-from soaklib.coordinator import Options, Proc, Soak  # noqa: E402
+from mzflow_dev.soak import coordinator
+from mzflow_dev.soak.coordinator import Options, Proc, Soak
 
 
 def _events(soak: Soak) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Shrinking a failing soak history (scripts/soaklib/shrink.py, replay.py, history.py).
+"""Shrinking a failing soak history (mzflow_dev/soak/shrink.py, replay.py, history.py).
 
 A deliberate bug makes a known history fail: the oracle ignores one statement (the
 checker's ``MZFLOW_SOAK_ORACLE_BUG`` hook, or the fake replay's own oracle). Shrinking
@@ -9,7 +9,6 @@ system and the oracle, no mzflow); the slow one replays through mzflow itself.""
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,10 +16,8 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-
-from soaklib import history, ops, replay  # noqa: E402
-from soaklib.shrink import Stats, ddmin, plausible  # noqa: E402
+from mzflow_dev.soak import history, ops, replay
+from mzflow_dev.soak.shrink import Stats, ddmin, plausible
 
 # -- ddmin over plain items ----------------------------------------------------------
 

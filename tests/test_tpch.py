@@ -1,6 +1,6 @@
 """The 22 TPC-H queries as materialized views, checked against DuckDB under refresh batches.
 
-Data comes from ``tpchgen-cli`` at scale factor ``SF`` (see ``tests/tpch/data.py``).
+Data comes from ``tpchgen-cli`` at scale factor ``SF`` (see ``mzflow_dev/tpch/data.py``).
 Every query is a materialized view in cluster ``tpch``; after the initial load and
 after each refresh batch (RF1: new orders with their line items, RF2: the oldest
 orders deleted with theirs) the views are ticked and each one must equal the same
@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import duckdb
 import pytest
-from tpch import data
 
 import mzflow
+from mzflow_dev.tpch import data
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

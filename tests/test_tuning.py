@@ -42,16 +42,6 @@ def test_alter_system_set_and_show_all(tmp_path: Path, monkeypatch: pytest.Monke
         assert conn.execute("SHOW collect_limit").rows == [("100000",)]
 
 
-def test_readme_lists_every_threshold_and_reason_code() -> None:
-    from mzflow.reasons import REASONS
-
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    for name, f in config.TUNING_FIELDS.items():
-        assert f"| `{name}` | {f.default} |" in readme, name
-    for code, text in REASONS.items():
-        assert f"| {code} | {text} |" in readme, code
-
-
 def test_spark_driver_memory_is_sized_to_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 

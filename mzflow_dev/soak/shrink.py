@@ -81,7 +81,7 @@ def ddmin(items: Sequence[T], test: Callable[[list[T]], bool], deadline: float,
 
 # -- the cheap filter --------------------------------------------------------------
 
-# The soak's object names (scripts/soaklib/ops.py): tables, fixed and dynamic views,
+# The soak's object names (mzflow_dev/soak/ops.py): tables, fixed and dynamic views,
 # clusters, sinks, indexes. Columns (id, k, v, s, name, w, a, x<n>) never match.
 _NAME = re.compile(r"\b(t\d+|mv_\w+|dv\d+|pv\d+|c\d+|s_\w+|ix\d+)\b")
 _STRING = re.compile(r"'(?:[^']|'')*'")

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soaklib import history as hist
-from soaklib.checker import Checker
-from soaklib.shrink import Stats, ddmin, plausible
+from mzflow_dev.soak import history as hist
+from mzflow_dev.soak.checker import Checker
+from mzflow_dev.soak.shrink import Stats, ddmin, plausible
 
 Op = dict[str, Any]
 
@@ -101,7 +101,7 @@ def _describe(op: Op) -> str:
 
 def _run(conn: Any, op: Op, i: int, workdir: Path, log: Any,
          times: list[tuple[float, int]]) -> None:
-    from soaklib.worker import _norm, _write_parquet, created, read_at_upper
+    from mzflow_dev.soak.worker import _norm, _write_parquet, created, read_at_upper
 
     kind = op["op"]
     if kind == "sql":

@@ -1,9 +1,9 @@
 """TPC-H data for mzflow and for a DuckDB oracle: generation, loading, refresh batches.
 
-Used by ``tests/test_tpch.py`` and by ``bench/tpch_ticks.py`` (which puts ``tests/``
-on ``sys.path``). Data comes from ``tpchgen-cli`` (PyPI), written as Parquet once per
-scale factor into a cache directory; the same files are COPYed into mzflow and
-loaded into DuckDB with the same column types.
+Used by ``tests/test_tpch.py`` and by the TPC-H benchmarks in ``bench/``. Data comes
+from ``tpchgen-cli`` (PyPI), written as Parquet once per scale factor into a cache
+directory; the same files are COPYed into mzflow and loaded into DuckDB with the same
+column types.
 
 Refresh batches have the shape of TPC-H's refresh functions: RF1 inserts new orders
 (keys above the current maximum) with 1 to 7 line items each, referencing existing

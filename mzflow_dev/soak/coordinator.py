@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from soaklib import ops
-from soaklib.checker import Checker
-from soaklib.journal import Journal, records
+from mzflow_dev.soak import ops
+from mzflow_dev.soak.checker import Checker
+from mzflow_dev.soak.journal import Journal, records
 
-WORKER = Path(__file__).with_name("worker.py")
+WORKER = "mzflow_dev.soak.worker"  # run as a module: the package, not a path
 
 
 @dataclass
@@ -85,7 +85,7 @@ class Soak:
         args_path.write_text(json.dumps(p.args))
         env = dict(os.environ, MZFLOW_CLUSTER_SPARK="in-process", PYTHONUNBUFFERED="1")
         with open(self.logs / f"{p.name}.{p.starts}.log", "wb") as log:
-            p.popen = subprocess.Popen([sys.executable, str(WORKER), str(args_path)],
+            p.popen = subprocess.Popen([sys.executable, "-m", WORKER, str(args_path)],
                                        stdout=log, stderr=subprocess.STDOUT, env=env,
                                        start_new_session=True)
         p.starts += 1

@@ -1,4 +1,4 @@
-"""One soak worker process: ``python worker.py <args.json>``.
+"""One soak worker process: ``python -m mzflow_dev.soak.worker <args.json>``.
 
 Roles: ``setup`` (the starting catalog, then exit), ``writer`` (seeded INSERT, UPDATE,
 DELETE and COPY, each with the idempotency key ``(name, n)``), ``ticker`` (ticks, and
@@ -19,10 +19,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from soaklib import ops  # noqa: E402
-from soaklib.journal import Journal, records  # noqa: E402
+from mzflow_dev.soak import ops
+from mzflow_dev.soak.journal import Journal, records
 
 
 def _norm(v: Any) -> Any:

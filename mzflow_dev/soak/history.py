@@ -30,9 +30,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from soaklib import deltalog, ops
-from soaklib.checker import Checker
-from soaklib.journal import records
+from mzflow_dev.soak import deltalog, ops
+from mzflow_dev.soak.checker import Checker
+from mzflow_dev.soak.journal import records
 
 WORKDIR = "$WORKDIR"
 Op = dict[str, Any]

@@ -34,8 +34,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from soaklib import deltalog, ops
-from soaklib.journal import records
+from mzflow_dev.soak import deltalog, ops
+from mzflow_dev.soak.journal import records
 
 
 def norm(v: Any) -> Any:
