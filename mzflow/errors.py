@@ -90,6 +90,24 @@ class InvalidTextRepresentation(TypeMismatch):
     code = "22P02"  # invalid_text_representation
 
 
+class GroupingError(Error):
+    """An aggregate where none may stand, or a column neither grouped nor aggregated."""
+
+    code = "42803"  # grouping_error
+
+
+class WindowingError(Error):
+    code = "42P20"  # windowing_error
+
+
+class InvalidLimit(Error):
+    code = "2201W"  # invalid_row_count_in_limit_clause
+
+
+class InvalidOffset(Error):
+    code = "2201X"  # invalid_row_count_in_result_offset_clause
+
+
 class Unsupported(Error):
     """Valid SQL that mzflow does not implement yet; says what is missing."""
 
