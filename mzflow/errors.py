@@ -100,6 +100,10 @@ class WindowingError(Error):
     code = "42P20"  # windowing_error
 
 
+class InvalidColumnReference(Error):
+    code = "42P10"  # invalid_column_reference
+
+
 class InvalidLimit(Error):
     code = "2201W"  # invalid_row_count_in_limit_clause
 

@@ -24,6 +24,7 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from mzflow.errors import (
     GroupingError,
+    InvalidColumnReference,
     InvalidLimit,
     InvalidOffset,
     InvalidTextRepresentation,
@@ -196,6 +197,14 @@ def _forbidden(clause: exp.Expr | None, place: str, *, aggregates: bool = True,
 
 def _aggregate_arguments(agg: exp.AggFunc) -> None:
     windowed = _window_of(agg) is not None
+    order = agg.this if isinstance(agg.this, exp.Order) else None
+    if order is not None and windowed:
+        raise Unsupported("aggregate ORDER BY is not implemented for window functions")
+    if order is not None and isinstance(order.this, exp.Distinct):
+        args = order.this.expressions
+        if not all(any(o.this == a for a in args) for o in order.expressions):
+            raise InvalidColumnReference("in an aggregate with DISTINCT, ORDER BY expressions "
+                                         "must appear in argument list")
     node: exp.Expr = agg
     while isinstance(node.parent, _WRAPPERS) and node.arg_key == "this":
         node = node.parent
