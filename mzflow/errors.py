@@ -56,6 +56,10 @@ class UnknownRelation(UnknownObject):
     code = "42P01"  # undefined_table
 
 
+class UnknownSchema(UnknownObject):
+    code = "3F000"  # invalid_schema_name
+
+
 class UnknownFunction(UnknownObject):
     code = "42883"  # undefined_function
 

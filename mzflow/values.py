@@ -102,14 +102,7 @@ def _float(v: float, *, single: bool) -> str:
 def _shortest(v: float, single: bool) -> tuple[int, str, int]:
     """(sign, digits, exponent) of the shortest decimal that rounds to ``v`` as a
     double, or as a float when ``single``."""
-    if single:
-        target = _as_float32(v)
-        for precision in range(1, 10):
-            text = f"{target:.{precision - 1}e}"
-            if _as_float32(float(text)) == target:
-                break
-    else:
-        text = repr(v)
+    text = repr(float4(v) if single else v)
     sign, digit_tuple, exponent = Decimal(text).as_tuple()
     digits = "".join(map(str, digit_tuple)).rstrip("0")
     assert isinstance(exponent, int)
@@ -117,8 +110,18 @@ def _shortest(v: float, single: bool) -> tuple[int, str, int]:
     return sign, digits, exponent
 
 
-def _as_float32(v: float) -> float:
-    return float(struct.unpack("f", struct.pack("f", v))[0])
+def float4(v: float) -> float:
+    """A ``real`` as PostgreSQL prints it: the shortest decimal that reads back as the
+    same 32-bit float (0.1, not the widened 0.10000000149011612)."""
+    packed = struct.pack("<f", v)
+    for digits in range(1, 10):
+        shortest = float(f"{v:.{digits}g}")
+        try:
+            if struct.pack("<f", shortest) == packed:
+                return shortest
+        except OverflowError:  # rounded past the largest float4
+            continue
+    return v
 
 
 def _numeric(v: Decimal) -> str:

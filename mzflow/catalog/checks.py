@@ -31,12 +31,14 @@ from mzflow.errors import (
     UnknownColumn,
     UnknownObject,
     UnknownRelation,
+    UnknownSchema,
     Unsupported,
     WindowingError,
 )
 
 _INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
 _WRAPPERS = (exp.Filter, exp.IgnoreNulls, exp.RespectNulls)
+_SCHEMAS = ("public", "pg_catalog", "mz_catalog", "mz_internal", "information_schema")
 
 
 # -- before qualify ------------------------------------------------------------------------
@@ -47,6 +49,8 @@ def references(query: exp.Query, columns: Mapping[str, object]) -> None:
     for dtype in query.find_all(exp.DataType):
         if dtype.this == exp.DType.USERDEFINED:
             name = dtype.args.get("kind")
+            if isinstance(name, exp.Dot) and name.this.name not in _SCHEMAS:
+                raise UnknownSchema(f'schema "{name.this.name}" does not exist')
             raise UnknownObject(f'type "{name.sql() if name else dtype.sql()}" does not exist')
     scopes = list(traverse_scope(query))
     aliases = {alias for s in scopes for alias in s.sources}
@@ -332,7 +336,8 @@ def _ungrouped(node: exp.Expr, scope: Scope, grouped: list[exp.Expr],
                scopes: dict[int, Scope], nested: bool) -> tuple[exp.Column, bool] | None:
     if any(node == g for g in grouped):
         return None
-    if isinstance(node, exp.AggFunc) and (nested or _window_of(node) is None):
+    call = node.this if isinstance(node, _WRAPPERS) else node  # agg(…) FILTER (WHERE …)
+    if isinstance(call, exp.AggFunc) and (nested or _window_of(call) is None):
         return None  # an aggregate's arguments are its rows'; a subquery's are its own
     if isinstance(node, exp.Column):
         # No relation after qualify: an output column's name (ORDER BY total).
