@@ -40,6 +40,17 @@ class ParseError(Error):
         self.column = column
 
 
+class MalformedQuery(Error):
+    """A query that parses but breaks a rule of SQL's grammar PostgreSQL checks after
+    parsing (a UNION of different widths), reported as a syntax error."""
+
+    code = "42601"  # syntax_error
+
+
+class DuplicateAlias(Error):
+    code = "42712"  # duplicate_alias
+
+
 class UnknownObject(Error):
     """A name that does not resolve (cluster, table, view, index, sink, column)."""
 

@@ -78,6 +78,19 @@ REFUSED = [
     "SELECT array_agg(DISTINCT x ORDER BY y) FROM s",
     "SELECT string_agg(DISTINCT x, ',' ORDER BY y) FROM s",
     "SELECT array_agg(x ORDER BY y) OVER () FROM s",
+    "SELECT row_number() FROM t",
+    "SELECT first_value(a) FROM t",
+    "SELECT 1 FROM t AS x, s AS x",
+    "SELECT a FROM t, t",
+    "SELECT (a, b) IN (SELECT a FROM t) FROM t",
+    "SELECT a IN (SELECT a, b FROM t) FROM t",
+    "SELECT a FROM t INTERSECT SELECT a, b FROM t",
+    "SELECT a FROM t UNION SELECT * FROM t",
+    "SELECT a = (SELECT a, b FROM t LIMIT 1) FROM t",
+    "SELECT a FROM t ORDER BY 0",
+    "SELECT a FROM t GROUP BY 2",
+    "SELECT DISTINCT ON (a) b FROM t ORDER BY b, a",
+    "SELECT DISTINCT ON (a) b FROM t ORDER BY 1",
 ]
 
 ACCEPTED = [
@@ -103,6 +116,14 @@ ACCEPTED = [
     "SELECT a FROM t LIMIT 1.5",
     "SELECT a FROM t LIMIT '2' OFFSET 1",
     "SELECT a FROM t LIMIT NULL OFFSET NULL",
+    "SELECT DISTINCT ON (a, b) a FROM t ORDER BY b, a, 1",
+    "SELECT DISTINCT ON (a) a AS z FROM t ORDER BY z",
+    "SELECT DISTINCT ON (a + 1) b FROM t ORDER BY a + 1 DESC, b",
+    "SELECT DISTINCT ON (1) a, b FROM t ORDER BY 1, 2",
+    "SELECT row_number() OVER (), first_value(a) OVER (ORDER BY b) FROM t",
+    "SELECT * FROM t WHERE EXISTS (SELECT a, b FROM t)",
+    "SELECT (a, b) IN (SELECT a, b FROM t) FROM t",
+    "SELECT * FROM t ORDER BY 2",
 ]
 
 

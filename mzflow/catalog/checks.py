@@ -23,22 +23,30 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from mzflow.errors import (
+    DuplicateAlias,
     GroupingError,
     InvalidColumnReference,
     InvalidLimit,
     InvalidOffset,
     InvalidTextRepresentation,
+    MalformedQuery,
     UnknownColumn,
     UnknownObject,
     UnknownRelation,
     UnknownSchema,
     Unsupported,
     WindowingError,
+    WrongObjectType,
 )
 
 _INTEGERS = (exp.DType.TINYINT, exp.DType.SMALLINT, exp.DType.INT, exp.DType.BIGINT)
 _WRAPPERS = (exp.Filter, exp.IgnoreNulls, exp.RespectNulls)
 _SCHEMAS = ("public", "pg_catalog", "mz_catalog", "mz_internal", "information_schema")
+_WINDOW_ONLY = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.PercentRank, exp.CumeDist,
+                exp.Ntile, exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
+# Where a subquery is a relation or a set, not a value (which must be one column).
+_NOT_SCALAR = (exp.From, exp.Join, exp.Lateral, exp.Exists, exp.In, exp.Any, exp.All,
+               exp.SetOperation, exp.Subquery, exp.CTE, exp.Array)
 
 
 # -- before qualify ------------------------------------------------------------------------
@@ -63,6 +71,8 @@ def references(query: exp.Query, columns: Mapping[str, object]) -> None:
                 _resolve(scope, column, columns, aliases)
         if isinstance(scope.expression, exp.Select):
             _limit_reads_own_columns(scope, columns)
+            _positions(scope.expression)
+            _aliases_once(scope.expression)
 
 
 def _resolve(scope: Scope, column: exp.Column, columns: Mapping[str, object],
@@ -159,6 +169,32 @@ def _outside(scope: Scope, name: str, columns: Mapping[str, object]) -> bool:
     return False
 
 
+def _positions(select: exp.Select) -> None:
+    """``ORDER BY 5`` / ``GROUP BY 5`` name an output column by its position."""
+    if any(isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in select.selects):
+        return  # its width is known after qualify expands it
+    width = len(select.selects)
+    order, group = select.args.get("order"), select.args.get("group")
+    for clause, items in (("ORDER BY", [o.this for o in order.expressions] if order else []),
+                          ("GROUP BY", group.expressions if group else [])):
+        for item in items:
+            if isinstance(item, exp.Literal) and item.is_int and not 1 <= int(item.this) <= width:
+                raise InvalidColumnReference(
+                    f"{clause} position {item.this} is not in select list")
+
+
+def _aliases_once(select: exp.Select) -> None:
+    from_ = select.args.get("from_") or select.args.get("from")
+    seen: set[str] = set()
+    for item in [from_.this] if from_ is not None else []:
+        seen.add(item.alias_or_name)
+    for join in select.args.get("joins") or []:
+        name = join.this.alias_or_name
+        if name and name in seen:
+            raise DuplicateAlias(f'table name "{name}" specified more than once')
+        seen.add(name)
+
+
 # -- after qualify -------------------------------------------------------------------------
 
 def placement(query: exp.Query) -> None:
@@ -166,6 +202,28 @@ def placement(query: exp.Query) -> None:
     for scope in scopes.values():
         if isinstance(scope.expression, exp.Select):
             _select(scope, scopes)
+    _widths(query)
+
+
+def _widths(query: exp.Query) -> None:
+    """Set operations, IN and scalar subqueries take as many columns as they compare."""
+    for op in query.find_all(exp.SetOperation):
+        if len(op.left.selects) != len(op.right.selects):
+            word = {exp.Union: "UNION", exp.Intersect: "INTERSECT"}.get(type(op), "EXCEPT")
+            raise MalformedQuery(f"each {word} query must have the same number of columns")
+    for sub in query.find_all(exp.Subquery):
+        inner = sub.this
+        if not isinstance(inner, exp.Query):
+            continue
+        parent, width = sub.parent, len(inner.selects)
+        if isinstance(parent, exp.In) and sub.arg_key == "query":
+            left = parent.this
+            wanted = len(left.expressions) if isinstance(left, exp.Tuple) else 1
+            if width != wanted:
+                raise MalformedQuery("subquery has too "
+                                     f"{'many' if width > wanted else 'few'} columns")
+        elif not isinstance(parent, _NOT_SCALAR) and width != 1:
+            raise MalformedQuery("subquery must return only one column")
 
 
 def _select(scope: Scope, scopes: dict[int, Scope]) -> None:
@@ -181,10 +239,14 @@ def _select(scope: Scope, scopes: dict[int, Scope]) -> None:
     having = select.args.get("having")
     _forbidden(having.this if having is not None else None, "HAVING", aggregates=False)
     for node in _own(select):
+        if isinstance(node, _WINDOW_ONLY) and _window_of(node) is None:
+            raise WrongObjectType(f"window function {node.sql_name().lower()} requires an "
+                                  "OVER clause")
         if isinstance(node, exp.AggFunc):
             _aggregate_arguments(node)
     _limits(select)
     _grouping(scope, select, scopes)
+    _distinct_on(select)
 
 
 def _forbidden(clause: exp.Expr | None, place: str, *, aggregates: bool = True,
@@ -318,6 +380,29 @@ def _grouping(scope: Scope, select: exp.Select, scopes: dict[int, Scope]) -> Non
                 raise GroupingError(f"subquery uses ungrouped column {name} from outer query")
             raise GroupingError(f"column {name} must appear in the GROUP BY clause or be "
                                 "used in an aggregate function")
+
+
+def _distinct_on(select: exp.Select) -> None:
+    """DISTINCT ON keeps the first row of each group in the ORDER BY's order, so the
+    ORDER BY must sort by the DISTINCT ON expressions first."""
+    distinct, order = select.args.get("distinct"), select.args.get("order")
+    on = distinct.args.get("on") if distinct is not None else None
+    if on is None or order is None:
+        return
+    outputs = {p.alias: p.this for p in select.selects if isinstance(p, exp.Alias)}
+
+    def resolved(e: exp.Expr) -> exp.Expr:  # an output column's name (or position)
+        return outputs.get(e.name, e) if isinstance(e, exp.Column) and not e.table else e
+
+    left = [resolved(e) for e in (on.expressions if isinstance(on, exp.Tuple) else [on])]
+    for ordered in order.expressions:
+        if not left:
+            return
+        key = resolved(ordered.this)
+        if not any(key == e for e in left):
+            raise InvalidColumnReference("SELECT DISTINCT ON expressions must match initial "
+                                         "ORDER BY expressions")
+        left = [e for e in left if e != key]
 
 
 def _grouped(group: exp.Group) -> Iterator[exp.Expr]:
