@@ -67,6 +67,7 @@ REFUSED = [
     "SELECT a, g FROM t AS a, (SELECT a.a AS g) AS ss",
     "SELECT a FROM t LIMIT -1",
     "SELECT a FROM t OFFSET -1",
+    "SELECT a FROM t UNION SELECT a FROM t LIMIT -1",
     "SELECT a FROM t LIMIT 3 * 4 - 13",
     "SELECT a FROM t LIMIT '1.5'",
     "SELECT a FROM t LIMIT a",

@@ -202,6 +202,8 @@ def placement(query: exp.Query) -> None:
     for scope in scopes.values():
         if isinstance(scope.expression, exp.Select):
             _select(scope, scopes)
+        elif isinstance(scope.expression, exp.SetOperation):
+            _limits(scope.expression)
     _widths(query)
 
 
@@ -287,7 +289,7 @@ def _aggregate_arguments(agg: exp.AggFunc) -> None:
             raise GroupingError("aggregate function calls cannot be nested")
 
 
-def _limits(select: exp.Select) -> None:
+def _limits(select: exp.Query) -> None:
     for word, value in list(_limit_clauses(select)):
         _forbidden(value, word)
         if value.find(exp.Subquery, exp.Query):
@@ -460,7 +462,7 @@ def _own(root: exp.Expr) -> Iterator[exp.Expr]:
                      if not isinstance(c, exp.Subquery | exp.Query))
 
 
-def _limit_clauses(select: exp.Select) -> Iterator[tuple[str, exp.Expr]]:
+def _limit_clauses(select: exp.Query) -> Iterator[tuple[str, exp.Expr]]:
     for key in ("limit", "offset"):
         clause = select.args.get(key)
         if isinstance(clause, exp.Limit | exp.Offset) and clause.expression is not None:
