@@ -6,12 +6,15 @@ the user asked PostgreSQL's question and gets PostgreSQL's answer instead:
 
 - :func:`references`, before qualify: a qualified name ``x.c`` whose ``x`` is no FROM
   entry in reach or has no column ``c``; a LIMIT or OFFSET that reads its own query's
-  columns; a type name that does not exist.
+  columns; a type name that does not exist; ORDER BY / GROUP BY positions past the
+  select list; one FROM naming a relation twice.
 - :func:`placement`, after qualify (every column carries its relation, GROUP BY
   ordinals and aliases are expanded): aggregates and window functions where PostgreSQL
-  forbids them, nested aggregates, columns neither grouped nor aggregated, and LIMIT /
-  OFFSET values (negative, not constant). A constant LIMIT is folded to the integer
-  PostgreSQL reads it as, so every later stage sees a plain number.
+  forbids them, nested aggregates, window functions without OVER, columns neither
+  grouped nor aggregated, DISTINCT ON against its ORDER BY, the widths of set
+  operations and subqueries, and LIMIT / OFFSET values (negative, not constant). A
+  constant LIMIT is folded to the integer PostgreSQL reads it as, so every later stage
+  sees a plain number.
 """
 
 from __future__ import annotations
