@@ -40,6 +40,17 @@ class ParseError(Error):
         self.column = column
 
 
+class MalformedQuery(Error):
+    """A query that parses but breaks a rule of SQL's grammar PostgreSQL checks after
+    parsing (a UNION of different widths), reported as a syntax error."""
+
+    code = "42601"  # syntax_error
+
+
+class DuplicateAlias(Error):
+    code = "42712"  # duplicate_alias
+
+
 class UnknownObject(Error):
     """A name that does not resolve (cluster, table, view, index, sink, column)."""
 
@@ -54,6 +65,10 @@ class UnknownRelation(UnknownObject):
     """A table, view or other relation named in a query that does not exist."""
 
     code = "42P01"  # undefined_table
+
+
+class UnknownSchema(UnknownObject):
+    code = "3F000"  # invalid_schema_name
 
 
 class UnknownFunction(UnknownObject):
@@ -88,6 +103,28 @@ class InvalidTextRepresentation(TypeMismatch):
     """Text that does not read as a value of its type (`invalid input syntax for …`)."""
 
     code = "22P02"  # invalid_text_representation
+
+
+class GroupingError(Error):
+    """An aggregate where none may stand, or a column neither grouped nor aggregated."""
+
+    code = "42803"  # grouping_error
+
+
+class WindowingError(Error):
+    code = "42P20"  # windowing_error
+
+
+class InvalidColumnReference(Error):
+    code = "42P10"  # invalid_column_reference
+
+
+class InvalidLimit(Error):
+    code = "2201W"  # invalid_row_count_in_limit_clause
+
+
+class InvalidOffset(Error):
+    code = "2201X"  # invalid_row_count_in_result_offset_clause
 
 
 class Unsupported(Error):

@@ -24,6 +24,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import mzflow
+from mzflow.values import pg_text
 
 SPACE = "␠"
 # The engine mzflow answers for in SQLite's corpus: records for it run, records that
@@ -140,14 +141,14 @@ def _error_pattern(line: str, prefix: str) -> str:
     return re.sub(r"^db error: ERROR: ", "", pattern)
 
 
-def format_value(value: object) -> str:
+def format_value(value: object, type_name: str | None = None) -> str:
+    """A value as Materialize's runner prints it: PostgreSQL's text output, except
+    booleans (true/false), NULL and the empty string."""
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float | Decimal):
-        return format(value, "f") if isinstance(value, Decimal) else repr(value)
-    text = str(value)
+    text = pg_text(value, type_name) or ""
     return "(empty)" if text == "" else text.replace(" ", SPACE)
 
 
@@ -266,7 +267,9 @@ class Runner:
             got_cols = [c.replace(" ", SPACE) for c in result.columns]
             if want_cols != got_cols:
                 return f"columns {got_cols} != expected {want_cols}"
-        got = [[format_value(v) for v in row] for row in result.rows]
+        types = result.types or [None] * len(result.columns)
+        got = [[format_value(v, t) for v, t in zip(row, types, strict=False)]
+               for row in result.rows]
         want = [line.split() for line in expected]
         if "valuesort" in rec.options:
             return None if sorted(sum(got, [])) == sorted(sum(want, [])) else (

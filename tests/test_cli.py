@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -80,3 +81,13 @@ def test_format_table_aligns_like_psql() -> None:
     text = format_table(["id", "name"], [(1, "default"), (22, None), (3, True)])
     assert text.splitlines() == [
         " id |   name", " ---+--------", " 1  | default", " 22 |", " 3  | t", "(3 rows)"]
+
+
+def test_format_table_prints_values_as_postgresql() -> None:
+    # The values a read returns, with the types it reports (tests/test_values.py checks
+    # pg_text itself against PostgreSQL).
+    row = (dt.datetime(2000, 1, 1, tzinfo=dt.UTC), dt.timedelta(minutes=1),
+           ["a", "b c", None])
+    text = format_table(["ts", "i", "arr"], [row],
+                        ["timestamp with time zone", "interval", "text[]"])
+    assert text.splitlines()[2] == ' 2000-01-01 00:00:00+00 | 00:01:00 | {a,"b c",NULL}'

@@ -23,6 +23,7 @@ import mzflow
 from mzflow.errors import (
     DuplicateObject,
     Error,
+    GroupingError,
     InvalidDefinition,
     InvalidOption,
     UnknownColumn,
@@ -85,7 +86,7 @@ def test_definitions_are_checked_with_clear_errors(conn: mzflow.Connection) -> N
         ("ALTER TABLE t ADD PROJECTION q (SELECT _mz_rowid, count(*) GROUP BY _mz_rowid)",
          InvalidDefinition, "groups by a unique key"),
         ("ALTER TABLE t ADD PROJECTION q (SELECT g, v, count(*) GROUP BY g)",
-         InvalidDefinition, 'column "t.v" must appear in the GROUP BY clause'),
+         GroupingError, 'column "t.v" must appear in the GROUP BY clause'),
         ("ALTER TABLE t ADD PROJECTION q (SELECT g, count(DISTINCT v) GROUP BY g)",
          Error, "cannot merge across parts"),
         ("ALTER TABLE t ADD PROJECTION q (SELECT g, sum(v) FILTER (WHERE v > 0) GROUP BY g)",

@@ -16,7 +16,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from mzflow.catalog import exprtypes, from_clause, srf, system
+from mzflow.catalog import checks, exprtypes, from_clause, srf, system
 from mzflow.catalog.model import (
     DATABASE,
     RELATION_KINDS,
@@ -222,12 +222,14 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     names = _output_names(query, visible)
     _pad_values_aliases(query)
     _alias_subquery_projections(query)
+    checks.references(query, full)
     try:
         # Pass 1 expands * to visible columns only; pass 2 resolves and validates
         # every column, hidden ones included.
         query = qualify(query, schema=visible, dialect=DIALECT, validate_qualify_columns=False,
                         identify=False)
         query = qualify(query, schema=full, dialect=DIALECT, identify=False)
+        checks.placement(query)
         _unalias_columns(query, visible)
         srf.unnest_projections(query)
         query = annotate_types(query, schema=full, dialect=DIALECT)

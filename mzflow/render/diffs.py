@@ -88,12 +88,19 @@ def _read_old(old_files: Sequence[str], columns: Sequence[str] | None,
     dataset = ds.dataset([_path(u) for u in old_files], format="parquet")
     table = dataset.to_table(columns=wanted)
     # delta-rs writes strings as string_view, which some kernels (filter, is_in with
-    # Spark's plain strings) do not take
-    table = table.cast(pa.schema([f.with_type(pa.string()) if f.type == pa.string_view()
-                                  else f for f in table.schema]))
+    # Spark's plain strings) do not take, in a column or in an array's elements
+    table = table.cast(pa.schema([f.with_type(_plain(f.type)) for f in table.schema]))
     if keys is not None:
         table = table.filter(pc.is_in(table.column(KEY), value_set=keys.cast(pa.string())))
     return table
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    if t == pa.string_view():
+        return pa.string()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(_plain(t.value_type))
+    return t
 
 
 def _runs(table: pa.Table) -> tuple[pa.Table, pa.Array, pa.Array]:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
 from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction
 from mzflow.render import series
+from mzflow.render.aggregates import array_aggs
 from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
@@ -506,6 +507,7 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
       the binder chose; Spark would give 6 decimal places (or a double for ``avg(int)``).
     - ``round`` of a double rounds half to even (C's rint), as Spark's ``bround`` does.
     - An explicit cast to ``varchar(n)`` cuts the text to ``n`` characters.
+    - ``array_agg`` keeps NULLs and its ORDER BY (``render/aggregates.py``).
     """
     root = tree
     for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, exp.Cast))):
@@ -534,7 +536,7 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
                 if target is root:
                     root = new
             target.replace(new)
-    return root
+    return array_aggs(root)
 
 
 def _to_varchar(node: exp.Cast) -> exp.Expr:

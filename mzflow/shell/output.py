@@ -7,6 +7,8 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+from mzflow.values import pg_text
+
 
 def print_result(result: object, out: TextIO, expanded: bool | None = False) -> None:
     """``expanded``: True, False, or None for psql's ``\\x auto`` (expanded when the
@@ -18,16 +20,19 @@ def print_result(result: object, out: TextIO, expanded: bool | None = False) -> 
         print(getattr(result, "status", ""), file=out)
         return
     rows = getattr(result, "rows", [])
-    text = format_table(columns, rows)
+    types = getattr(result, "types", None)
+    text = format_table(columns, rows, types)
     if expanded is None:
         width = max(len(line) for line in text.splitlines())
         expanded = width > shutil.get_terminal_size().columns
-    print(format_expanded(columns, rows) if expanded else text, file=out)
+    print(format_expanded(columns, rows, types) if expanded else text, file=out)
 
 
-def format_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """psql's aligned format: header, rule, rows, then ``(n rows)``."""
-    cells = [[cell(v) for v in row] for row in rows]
+def format_table(columns: Sequence[str], rows: Sequence[Sequence[object]],
+                 types: Sequence[str] | None = None) -> str:
+    """psql's aligned format: header, rule, rows, then ``(n rows)``. ``types``: the
+    columns' SQL types, for PostgreSQL's text of their values."""
+    cells = [_cells(row, types) for row in rows]
     widths = [len(c) for c in columns]
     for row in cells:
         widths = [max(w, len(v)) for w, v in zip(widths, row, strict=True)]
@@ -39,14 +44,15 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     return "\n".join(" " + line if i < len(lines) - 1 else line for i, line in enumerate(lines))
 
 
-def format_expanded(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+def format_expanded(columns: Sequence[str], rows: Sequence[Sequence[object]],
+                    types: Sequence[str] | None = None) -> str:
     """psql's ``\\x``: a ``-[ RECORD n ]`` header, then ``column | value`` per line."""
     if not rows:
         return "(0 rows)"
     width = max(len(c) for c in columns)
     lines = []
     for n, row in enumerate(rows, start=1):
-        values = [cell(v) for v in row]
+        values = _cells(row, types)
         rule = max([width + 3 + max(len(v) for v in values), 14])
         header = f"-[ RECORD {n} ]"
         lines.append(header + "-" * max(rule - len(header), 0))
@@ -55,9 +61,11 @@ def format_expanded(columns: Sequence[str], rows: Sequence[Sequence[object]]) ->
     return "\n".join(lines)
 
 
-def cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    return str(value)
+def _cells(row: Sequence[object], types: Sequence[str] | None) -> list[str]:
+    return [cell(v, types[i] if types and i < len(types) else None)
+            for i, v in enumerate(row)]
+
+
+def cell(value: object, type_name: str | None = None) -> str:
+    """A value as psql shows it: PostgreSQL's text output, NULL as nothing."""
+    return pg_text(value, type_name) or ""

@@ -14,7 +14,6 @@ and prints it as ``numeric`` (``catalog/exprtypes.py: display_name``).
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +21,7 @@ from functools import lru_cache
 import pyarrow as pa
 
 from mzflow.errors import Unsupported
+from mzflow.values import float4
 
 # Unconstrained numeric: Materialize allows 39 digits, Spark and Delta 38.
 NUMERIC_DEFAULT = (38, 10)
@@ -68,6 +68,9 @@ _ALIASES = {
 @lru_cache(maxsize=256)
 def parse_type(name: str) -> SqlType:
     text = re.sub(r"\s+", " ", name.strip().lower())
+    if text.endswith("[]"):  # array_agg's result, in a maintained view
+        element = parse_type(text[:-2])
+        return SqlType(f"{element.name}[]", pa.list_(element.arrow), f"array<{element.spark}>")
     m = re.fullmatch(r"([a-z ]+?)\s*(?:\((\d+|\*)(?:\s*,\s*(\d+))?\))?", text)
     if not m:
         raise Unsupported(f"type {name!r} is not supported")
@@ -94,20 +97,6 @@ def parse_type(name: str) -> SqlType:
     if p and base in ("character varying", "character"):
         return SqlType(f"{base}({p})", arrow, spark, max_length=int(p))
     return SqlType(base, arrow, spark)
-
-
-def float4(v: float) -> float:
-    """A ``real`` as PostgreSQL prints it: the shortest decimal that reads back as the
-    same 32-bit float (0.1, not the widened 0.10000000149011612)."""
-    packed = struct.pack("<f", v)
-    for digits in range(1, 10):
-        shortest = float(f"{v:.{digits}g}")
-        try:
-            if struct.pack("<f", shortest) == packed:
-                return shortest
-        except OverflowError:  # rounded past the largest float4
-            continue
-    return v
 
 
 def python_values(values: Sequence[object], type_name: str) -> list[object]:
