@@ -51,6 +51,10 @@ def test_unsupported_constraints_are_named(conn: mzflow.Connection, ddl: str,
     ("SELECT 'abc'::int", "22P02", 'invalid input syntax for type integer: "abc"'),
     ("INSERT INTO t VALUES ('abc')", "22P02", 'invalid input syntax for type integer: "abc"'),
     ("SELEC * FROM t", "42601", 'syntax error at or near "SELEC"'),
+    ("SET nope = 1", "42704", 'unrecognized configuration parameter "nope"'),
+    ("SHOW nope", "42704", 'unrecognized configuration parameter "nope"'),
+    # Materialize's wording, PostgreSQL's code (invalid_schema_name)
+    ("SELECT * FROM nosch.t", "3F000", "unknown schema 'nosch'"),
 ])
 def test_errors_carry_postgres_sqlstates(conn: mzflow.Connection, sql: str, code: str,
                                          message: str) -> None:

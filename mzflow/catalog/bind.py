@@ -33,6 +33,7 @@ from mzflow.errors import (
     UnknownColumn,
     UnknownObject,
     UnknownRelation,
+    UnknownSchema,
     Unsupported,
     WrongObjectType,
 )
@@ -155,7 +156,7 @@ def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTa
     if schema in (None, "mz_catalog", "mz_internal") and (sys_table := system.lookup(name)):
         return sys_table
     if schema not in (None, SCHEMA):
-        raise UnknownObject(f"unknown schema '{schema}'")
+        raise UnknownSchema(f"unknown schema '{schema}'")
     found = snap.find(name)
     if found is None:
         raise UnknownRelation(f"unknown catalog item '{name}'")

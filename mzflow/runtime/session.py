@@ -25,7 +25,14 @@ from mzflow.catalog import ddl, frontiers, intervals
 from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
-from mzflow.errors import Error, InvalidOption, OutOfMemory, SparkFailure, Unsupported
+from mzflow.errors import (
+    Error,
+    InvalidOption,
+    OutOfMemory,
+    SparkFailure,
+    UnknownObject,
+    Unsupported,
+)
 from mzflow.incremental.plan import require_incremental
 from mzflow.render.local import NotEvaluable
 from mzflow.render.spark import EvaluationError
@@ -279,7 +286,7 @@ class Connection:
         name = name.lower()
         var = VARIABLES.get(name)
         if var is None:
-            raise Error(f'unrecognized configuration parameter "{name}"')
+            raise UnknownObject(f'unrecognized configuration parameter "{name}"')
         return self._vars.get(name) or var.default(self.store.snapshot())
 
     # -- dispatch ----------------------------------------------------------------
@@ -436,7 +443,7 @@ class Connection:
         name = stmt.this.name.lower()
         var = VARIABLES.get(name)
         if var is None:
-            raise Error(f'unrecognized configuration parameter "{name}"')
+            raise UnknownObject(f'unrecognized configuration parameter "{name}"')
         value_node = stmt.args.get("value")
         value = None if value_node is None else value_node.name
         if isinstance(value_node, exp.Boolean):  # SET x = false: a Boolean has no name

@@ -21,7 +21,7 @@ from mzflow.catalog.model import (
     Item,
     Snapshot,
 )
-from mzflow.errors import UnknownObject, WrongObjectType
+from mzflow.errors import UnknownSchema, WrongObjectType
 from mzflow.render import local
 from mzflow.runtime import arrangements
 from mzflow.sql import ast
@@ -153,7 +153,7 @@ def _show_indexes(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
 def _show_sinks(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     schema = stmt.args.get("schema")
     if schema is not None and schema.name != "public":
-        raise UnknownObject(f"unknown schema '{schema.name}'")
+        raise UnknownSchema(f"unknown schema '{schema.name}'")
     cluster_id = _cluster_filter(snap, stmt)
     rows: Rows = []
     for sink in snap.items:
