@@ -146,7 +146,7 @@ def out_of_memory_then_restarted(home: Path) -> None:
         snap = conn.store.snapshot()
         index = next(iter(snap.indexes_on(snap.resolve("huge").id)))
         # Not the data's fault: the view records no error, and stays where it was.
-        assert ticks.index_shard(conn.config.warehouse, index).state() == (-1, None)
+        assert ticks.index_shard(conn.config.warehouse, index).state() == (-1, None, None)
         conn.execute("DROP MATERIALIZED VIEW huge")
         conn.execute("INSERT INTO t VALUES (3, 4)")
     mzflow_cli("tick", "--cluster", "etl")  # on a new server

@@ -42,4 +42,4 @@ def test_index_state_is_the_newest_commit_it_has_loaded(tmp_path: Path) -> None:
     loaded = mine._table()
     IndexShard(tmp_path / "i").mark(20, "tick-i", "boom", schema)
     mine._table = lambda: loaded  # type: ignore[method-assign]
-    assert mine.state() == (10, None)
+    assert mine.state() == (10, None, None)

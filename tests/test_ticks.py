@@ -178,8 +178,9 @@ def test_error_collection_raises_on_read_and_clears(conn) -> None:
     conn.execute("INSERT INTO ec VALUES (0)")
     (report,) = conn.tick(object="ec_mv")
     assert report.error == "Evaluation error: division by zero"
-    with pytest.raises(mzflow.Error, match="Evaluation error: division by zero"):
+    with pytest.raises(mzflow.Error, match="Evaluation error: division by zero") as info:
         conn.execute("SELECT * FROM ec_mv")
+    assert info.value.code == "22012"  # the error's own SQLSTATE, kept with the tick
     conn.execute("DELETE FROM ec WHERE a = 0")
     assert sorted(conn.execute("SELECT * FROM ec_mv").rows) == [(25,), (100,)]
 

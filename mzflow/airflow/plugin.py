@@ -38,6 +38,7 @@ def catalog_view(home: str | None = None) -> dict[str, Any]:
     from mzflow.catalog.store import Store
     from mzflow.runtime import freshness, quality
     from mzflow.runtime.ticks import index_shard
+    from mzflow.storage.delta import IndexState
 
     cfg = config.load(home)
     store = Store(cfg.catalog_url)
@@ -61,7 +62,7 @@ def catalog_view(home: str | None = None) -> dict[str, Any]:
         if ix.kind != INDEX or ix.on_id is None:
             continue
         shard = index_shard(cfg.warehouse, ix)
-        done, error = shard.state() if shard.exists() else (-1, None)
+        done, error, _ = shard.state() if shard.exists() else IndexState(-1)
         lag = freshness.current_lag(snap, cfg.warehouse, ix, int(now.timestamp() * 1000))[1]
         indexes.append({
             "index": ix.name, "on": by_id[ix.on_id].name,

@@ -167,7 +167,7 @@ def _compact_index_locked(w: Writer, warehouse: Path, index: Item, held: int | N
     shard = IndexShard(paths.index(warehouse, index.id))
     if not shard.exists():
         return [Compacted(index.qualified_name, 0, 0, -1, 0, 0, INDEX)]
-    done, _ = shard.state()
+    done = shard.state().done_through
     # An index's since never passes what it holds: a serializable read at its upper
     # must still find its files.
     since = min(done, frontiers.since(index, w.snapshot))

@@ -35,7 +35,7 @@ from mzflow.errors import (
 )
 from mzflow.incremental.plan import require_incremental
 from mzflow.render.local import NotEvaluable
-from mzflow.render.spark import EvaluationError
+from mzflow.render.spark import evaluation_error
 from mzflow.runtime import (
     arrangements,
     cluster_servers,
@@ -526,9 +526,9 @@ class Connection:
                                      record=self._record_results,
                                      quarantine=self._quarantine_rows,
                                      named=partial(self._still_named, index))
-                    _, error = ticks.index_shard(self.config.warehouse, index).state()
-                    if error is not None:
-                        raise EvaluationError(error)
+                    state = ticks.index_shard(self.config.warehouse, index).state()
+                    if state.error is not None:
+                        raise evaluation_error(state.error, state.error_code or "22000")
                 return reads.run_spark(snap, p, self.config.warehouse, at,
                                        projections=self._use_projections())
 
@@ -553,7 +553,7 @@ class Connection:
                 shard = ticks.index_shard(self.config.warehouse, index)
                 # Serializable reads use what an index already holds; an empty one
                 # would mean a catch-up tick, so the view is recomputed instead.
-                if any_state or (shard.exists() and shard.state()[0] >= 0):
+                if any_state or (shard.exists() and shard.state().done_through >= 0):
                     return index
             return None
 
@@ -562,7 +562,7 @@ class Connection:
     def _serializable_time(self, snap: Snapshot, p: reads.Plan) -> int:
         at = snap.read_ts
         for _, index in p.indexes:
-            at = min(at, ticks.index_shard(self.config.warehouse, index).state()[0])
+            at = min(at, ticks.index_shard(self.config.warehouse, index).state().done_through)
         return at
 
     def _advance_to(self, at: int) -> Snapshot:

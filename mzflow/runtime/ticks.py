@@ -34,7 +34,7 @@ from mzflow.runtime import arrangements, quality, reads
 from mzflow.runtime.tick import arrange, commit, execute, inputs
 from mzflow.runtime.tick.commit import ensure_shard, index_shard
 from mzflow.storage import locks, paths
-from mzflow.storage.delta import StorageError
+from mzflow.storage.delta import ERROR_CODE_KEY, StorageError
 
 __all__ = ["TickReport", "index_shard", "indexes_to_tick", "last_switch", "tick_index"]
 
@@ -137,7 +137,7 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     tuning = config.tuning(snap.settings)
     plan, query = _planned(snap, index, tuning.plan_cache)
     shard = ensure_shard(warehouse, index, plan.columns)
-    done_through, error = shard.state()
+    done_through, error, _ = shard.state()
     version_before = shard.version()
     if done_through >= at:
         return TickReport(index.qualified_name, plan.on.qualified_name,
@@ -154,7 +154,7 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     with spark.counting_jobs() as jobs:
         try:
             changes = tick.run(full_refresh)
-            new_error = None
+            new_error, error_code = None, None
             if changes is not None and snap.expectations_on(plan.on.id):
                 # The index keeps every row, failing or not (its readers leave out what
                 # DROP ROW and QUARANTINE say): only results and quarantined rows follow.
@@ -180,12 +180,14 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
             # next write, so the tick fails with nothing committed and runs again.
             if not e.code.startswith("22"):
                 raise
-            changes, new_error = None, str(e).splitlines()[0]
+            changes, new_error, error_code = None, str(e).splitlines()[0], e.code
         spark_jobs = jobs()
     described = tick.describe()
     extra = commit.metadata(tick.decision, since, tick.batch_rows, tick.counters,
                             time.perf_counter() - started, described, spark_jobs)
     extra[SPARK_KEY] = spark.where()  # the cluster's warm server, or in-process
+    if new_error is not None and error_code is not None:
+        extra[ERROR_CODE_KEY] = error_code  # a read of the index raises it with its code
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
     if staged is not None:
         assert quarantine is not None

@@ -121,10 +121,11 @@ def _maintained(snap: Snapshot, warehouse: Path, index: Item, by: bool = False) 
     from mzflow.incremental import decide
     from mzflow.incremental.plan import derive
     from mzflow.runtime import ticks
+    from mzflow.storage.delta import IndexState
 
     head = f'Maintained by "{index.name}": ' if by else "Maintained: "
     shard = ticks.index_shard(warehouse, index)
-    done, error = shard.state() if shard.exists() else (-1, None)
+    done, error, _ = shard.state() if shard.exists() else IndexState(-1)
     if done < 0:
         lines = [head + "never ticked (upper 0); the next tick or read fills it"]
     else:

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -507,6 +507,21 @@ KEY = "_mz_key"  # identity of a distinct row: a hash of all its values
 COUNT = "_mz_count"  # its multiplicity
 UPPER_KEY = "mzflow.upper"
 ERROR_KEY = "mzflow.error"
+ERROR_CODE_KEY = "mzflow.error_code"  # the error's SQLSTATE (22012 division by zero, …)
+
+
+class IndexState(NamedTuple):
+    """How far an index's contents are complete, and the error its newest tick hit."""
+
+    done_through: int  # the time the contents are complete through; -1: never ticked
+    error: str | None = None
+    error_code: str | None = None  # the error's SQLSTATE
+
+    @classmethod
+    def of(cls, entry: dict[str, Any] | None) -> IndexState:
+        if not entry:
+            return cls(-1)
+        return cls(int(entry[TS_KEY]), entry.get(ERROR_KEY), entry.get(ERROR_CODE_KEY))
 
 
 class IndexShard(Shard):
@@ -530,12 +545,10 @@ class IndexShard(Shard):
                           commit_properties=_tick_props(ts, None, None))
         return 0
 
-    def state(self) -> tuple[int, str | None]:
-        """``(ts the contents are complete through, current error or None)``, from the
-        newest commit mzflow wrote (compactions before this version of mzflow left
-        vacuum commits without its metadata)."""
-        entry = self._newest(lambda e: TS_KEY in e, first_page=1)
-        return (int(entry[TS_KEY]), entry.get(ERROR_KEY)) if entry else (-1, None)
+    def state(self) -> IndexState:
+        """From the newest commit mzflow wrote (compactions before this version of
+        mzflow left vacuum commits without its metadata)."""
+        return IndexState.of(self._newest(lambda e: TS_KEY in e, first_page=1))
 
     def good_through(self) -> int:
         """The time of the newest commit without an error: the contents are exactly
@@ -560,8 +573,9 @@ class IndexShard(Shard):
     def compact(self, keep_from: int, ts: int) -> dict[str, Any]:
         # Rewriting files changes no row: the contents stay complete through the same
         # time, with the same error state. ``ts`` (the compaction's own time) is unused.
-        done, error = self.state()
-        return self._compact(keep_from, _tick_props(done, error, None))
+        state = self.state()
+        code = {ERROR_CODE_KEY: state.error_code} if state.error_code else None
+        return self._compact(keep_from, _tick_props(state.done_through, state.error, None, code))
 
     def ticks(self, limit: int) -> list[dict[str, Any]]:
         """The newest ``limit`` tick commits' metadata, newest first."""

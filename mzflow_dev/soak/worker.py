@@ -124,7 +124,7 @@ def read_at_upper(conn: Any, j: Any, view: str, index_id: str, cluster: str) -> 
     shard = IndexShard(paths.index(conn.config.warehouse, index_id))
     if not shard.exists():  # dropped since _maintained looked
         return
-    at, err = shard.state()
+    at, err, _ = shard.state()
     if at < 0 or err:
         return
     conn.execute(f"SET cluster = {cluster}")
