@@ -27,6 +27,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from mzflow.errors import Error, UnknownFunction, Unsupported
+from mzflow.sql import to_char
 from mzflow.sql.parse import DIALECT
 
 INTEGERS = ("smallint", "integer", "bigint")
@@ -235,7 +236,7 @@ _BOOLEAN = (exp.Predicate, exp.Connector, exp.Not, exp.Exists, exp.Boolean)
 _TEXT_FUNCS = (exp.Upper, exp.Lower, exp.Substring, exp.Trim, exp.Concat, exp.ConcatWs,
                exp.DPipe, exp.Replace, exp.Left, exp.Right, exp.Pad, exp.Initcap, exp.MD5,
                exp.SplitPart, exp.TimeToStr, exp.Reverse, exp.Repeat, exp.Chr,
-               exp.RegexpReplace)
+               exp.RegexpReplace, exp.ToChar)
 _INT_FUNCS = (exp.Length, exp.StrPosition, exp.Ascii)
 _SAME_AS_ARG = (exp.Abs, exp.Neg, exp.Paren, exp.Sign)
 _FLOAT_FUNCS = (exp.Sqrt, exp.Ln, exp.Exp, exp.Log, exp.Pow)
@@ -271,7 +272,7 @@ class Typer:
         if isinstance(node, exp.Null):
             return UNKNOWN
         if isinstance(node, exp.Cast | exp.TryCast):
-            self.infer(node.this)
+            self._record(node, [self.infer(node.this)])
             return from_sqlglot(node.to)
         if isinstance(node, exp.Window):
             return self._window(node)
@@ -284,6 +285,10 @@ class Typer:
             left, right = self.infer(node.left), self.infer(node.right)
             if isinstance(node, exp.Div):
                 node.meta[OPERANDS] = (to_sqlglot(left), to_sqlglot(right))
+            if isinstance(node, exp.Mod) and {base(left), base(right)} & set(FLOATS):
+                # PostgreSQL has no % for real or double precision.
+                raise UnknownFunction(f"operator does not exist: {display_name(left)} % "
+                                      f"{display_name(right)}")
             return arithmetic(type(node), left, right)
         if isinstance(node, exp.IntDiv):
             args = self._args(node)
@@ -332,10 +337,23 @@ class Typer:
             return self._rounding(node)
         if isinstance(node, _FLOAT_FUNCS):
             args = self._args(node)
-            return numeric(DIV_SCALE) if all(base(a) == "numeric" for a in args[:1]) else (
-                "double precision")
+            exact = any(base(a) == "numeric" for a in args) if isinstance(
+                node, exp.Pow | exp.Log) else base(args[0]) == "numeric"
+            if isinstance(node, exp.Log) and len(args) == 2:
+                exact = True  # log(b, x) exists for numeric only
+            if exact and node.find(exp.Column):
+                # Spark computes these in double precision: 16 digits PostgreSQL's exact
+                # numerics would not match. Constants are computed in process, exactly.
+                name = _FUNCTION_NAMES.get(type(node), node.key)
+                raise Unsupported(f"function {name}(numeric) of column values is not "
+                                  "supported yet",
+                                  hint="cast its argument to double precision")
+            return numeric(DIV_SCALE) if exact else "double precision"
         if isinstance(node, _TEXT_FUNCS):
-            self._args(node)
+            args = self._args(node)
+            self._record(node, args)
+            if isinstance(node, exp.ToChar):
+                _check_to_char(node, args[0] if args else UNKNOWN)
             return "text"
         if isinstance(node, _INT_FUNCS):
             self._args(node)
@@ -359,6 +377,13 @@ class Typer:
             self._args(node)
             return None
         return None
+
+    @staticmethod
+    def _record(node: exp.Expr, args: list[str]) -> None:
+        """Keep the operand types on the node for the renderer (``render/spark_pg.py``):
+        lowering to the IR renames columns, and new column nodes carry no type."""
+        if all(base(a) != UNKNOWN for a in args):
+            node.meta[OPERANDS] = tuple(to_sqlglot(a) for a in args)
 
     def _window(self, node: exp.Window) -> str | None:
         for part in node.args.get("partition_by") or []:
@@ -392,6 +417,22 @@ class Typer:
         if b in INTEGERS + FLOATS:
             return "double precision"
         return None
+
+
+_FUNCTION_NAMES = {exp.Pow: "power", exp.Log: "log", exp.Ln: "ln", exp.Exp: "exp",
+                   exp.Sqrt: "sqrt"}
+
+
+def _check_to_char(node: exp.ToChar, arg: str) -> None:
+    """Refuse now what neither engine prints as PostgreSQL does."""
+    template = node.args.get("format")
+    if base(arg) not in ("timestamp without time zone", "timestamp with time zone", "date",
+                         UNKNOWN):
+        raise Unsupported(f"to_char({display_name(arg)}, text) is not supported yet")
+    if not (isinstance(template, exp.Literal) and template.is_string):
+        raise Unsupported("to_char with a template that is not a constant is not supported "
+                          "yet")
+    to_char.parse(template.this)
 
 
 def _literal(node: exp.Literal) -> str:

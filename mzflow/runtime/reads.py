@@ -117,7 +117,7 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
                 from mzflow.runtime import projections
                 found = projections.system_rows(table.name, snap, warehouse)
             tables[table.name] = ([c.name for c in sys_table.all_columns], found)
-    return local.run(p.query, tables)
+    return local.run(p.query, tables, [c.type for c in p.bound.columns])
 
 
 def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,

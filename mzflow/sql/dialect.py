@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.dialects.materialize import Materialize
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.generators.materialize import MaterializeGenerator
+from sqlglot.helper import seq_get
 from sqlglot.parsers.materialize import MaterializeParser
 from sqlglot.tokens import TokenType
 
@@ -56,6 +57,13 @@ class MzParser(MaterializeParser):
         TokenType.SHOW: lambda self: self._parse_mz_show(),
         TokenType.SET: lambda self: self._parse_mz_set(system=False),
         TokenType.ALTER: lambda self: self._parse_mz_alter(),
+    }
+
+    # to_char keeps PostgreSQL's template as written: sqlglot's TimeToStr converts it to
+    # strftime's codes and loses what those lack (MS, FM, Month's padding).
+    FUNCTIONS = {
+        **MaterializeParser.FUNCTIONS,
+        "TO_CHAR": lambda args: exp.ToChar(this=seq_get(args, 0), format=seq_get(args, 1)),
     }
 
     CONSTRAINT_PARSERS = {
