@@ -272,8 +272,12 @@ class Typer:
         if isinstance(node, exp.Null):
             return UNKNOWN
         if isinstance(node, exp.Cast | exp.TryCast):
-            self._record(node, [self.infer(node.this)])
-            return from_sqlglot(node.to)
+            arg = self.infer(node.this)
+            self._record(node, [arg])
+            to = from_sqlglot(node.to)
+            if to in ("text", "character varying"):
+                _text_of_columns(node, [arg], "a cast to text")
+            return to
         if isinstance(node, exp.Window):
             return self._window(node)
         if isinstance(node, exp.Subquery | exp.Select | exp.SetOperation):
@@ -354,6 +358,8 @@ class Typer:
             self._record(node, args)
             if isinstance(node, exp.ToChar):
                 _check_to_char(node, args[0] if args else UNKNOWN)
+            if isinstance(node, exp.Concat | exp.DPipe):
+                _text_of_columns(node, args, "concat" if isinstance(node, exp.Concat) else "||")
             return "text"
         if isinstance(node, _INT_FUNCS):
             self._args(node)
@@ -380,10 +386,11 @@ class Typer:
 
     @staticmethod
     def _record(node: exp.Expr, args: list[str]) -> None:
-        """Keep the operand types on the node for the renderer (``render/spark_pg.py``):
-        lowering to the IR renames columns, and new column nodes carry no type."""
-        if all(base(a) != UNKNOWN for a in args):
-            node.meta[OPERANDS] = tuple(to_sqlglot(a) for a in args)
+        """Keep the operand types on the node for the renderer (``render/spark_pg.py``;
+        None: an unknown-typed literal): lowering to the IR renames columns, and new
+        column nodes carry no type."""
+        node.meta[OPERANDS] = tuple(to_sqlglot(a) if base(a) != UNKNOWN else None
+                                    for a in args)
 
     def _window(self, node: exp.Window) -> str | None:
         for part in node.args.get("partition_by") or []:
@@ -421,6 +428,16 @@ class Typer:
 
 _FUNCTION_NAMES = {exp.Pow: "power", exp.Log: "log", exp.Ln: "ln", exp.Exp: "exp",
                    exp.Sqrt: "sqrt"}
+
+
+def _text_of_columns(node: exp.Expr, args: list[str], what: str) -> None:
+    """A double's text is its shortest digits (float8out); Spark's Java digits differ
+    ("1.0", "1.0E16") and cannot be fixed in Spark SQL. Constants are converted in
+    process."""
+    for arg, operand in zip(args, node.iter_expressions(), strict=False):
+        if base(arg) in FLOATS and operand.find(exp.Column):
+            raise Unsupported(f"{what} of {arg} column values is not supported yet",
+                              hint="cast to numeric first, e.g. x::numeric::text")
 
 
 def _check_to_char(node: exp.ToChar, arg: str) -> None:

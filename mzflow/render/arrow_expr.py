@@ -623,7 +623,6 @@ def _number(text: str) -> pa.Scalar | Wide:
 _NUM = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*", re.I | re.A)
 _WS = " \t\n\r\f\v"  # what PostgreSQL's input functions skip: C's isspace()
 _OTHER_FORMS = re.compile(r"_|^\s*[+-]?0[xob]|nan|inf", re.I)  # 1_000, 0x1F, NaN: refused
-_BOOL = ((True, ("true", "yes", "on", "1")), (False, ("false", "no", "off", "0")))
 
 
 def _parse(text: str, t: pa.DataType) -> pa.Scalar:
@@ -655,12 +654,11 @@ def _parse(text: str, t: pa.DataType) -> pa.Scalar:
         if num and (pc.is_inf(v).as_py() or (v.as_py() == 0 and Decimal(num.group(1)) != 0)):
             raise _fail(f'"{text}" is out of range for type {_pg(t)}', "22003")
         return v
-    if k == "bool":  # any unambiguous prefix, as boolin
-        word = text.strip(_WS).lower()
-        for value, words in _BOOL:
-            if word and word != "o" and any(w.startswith(word) for w in words):
-                return pa.scalar(value)
-        raise invalid
+    if k == "bool":
+        try:
+            return pa.scalar(rows.parse_bool(text))
+        except ValueError:
+            raise invalid from None
     if k == "time":
         try:
             v, offset = rows.parse_timestamp(text)

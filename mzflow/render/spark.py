@@ -504,13 +504,19 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
       the binder chose; Spark would give 6 decimal places (or a double for ``avg(int)``).
     - ``round`` of a double rounds half to even (C's rint), as Spark's ``bround`` does.
     - An explicit cast to ``varchar(n)`` cuts the text to ``n`` characters.
+    - Casts, concatenation, substr, to_char and exp/ln/sqrt/power: ``render/spark_pg.py``.
     """
+    from mzflow.render import spark_pg  # functions, operators, casts: a module of its own
+
     root = tree
-    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, exp.Cast))):
+    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, *spark_pg.NODES))):
         if isinstance(node, exp.Div):
             new = _division(node)
-        elif isinstance(node, exp.Cast):
+        elif type(node) is exp.Cast:
             new = _to_varchar(node)
+            new = spark_pg.rewrite(node) if new is node else new
+        elif not isinstance(node, exp.Avg | exp.Round):
+            new = spark_pg.rewrite(node)
         elif isinstance(node, exp.Round):
             new = node
             if node.args.get("decimals") is None and node.is_type(exp.DType.DOUBLE):
@@ -763,7 +769,9 @@ _ERRORS = (  # Spark's error class → Materialize's message and PostgreSQL's SQ
     (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero", "22012"),
     (r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast to \"(\w+)\"",
      'Evaluation error: invalid input syntax for type {1}: "{0}"', "22P02"),
-    (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW",
+    # Arrow's words when a kept sum (a GROUP BY state) outgrows 38 digits
+    (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW|"
+     r"Decimal value does not fit in precision",
      "Evaluation error: numeric field overflow", "22003"),
 )
 
@@ -900,6 +908,8 @@ def _forget(dead: Any) -> None:
 
 def translate_error(e: Exception) -> Error:
     """Spark's exception → an mzflow error that reads like Materialize's."""
+    if isinstance(e, Error):  # refused while rendering the query, before Spark saw it
+        return e
     text = str(e)
     oom = _OOM_TEXT.search(text) is not None
     exit_code = _jvm_exit(e, oom)
@@ -923,6 +933,11 @@ def translate_error(e: Exception) -> Error:
         # The server's Spark stopped under the query (after an OutOfMemoryError Spark
         # stops its context, then the JVM exits with 52): the caller asks how it died.
         return SparkFailure(f"the Spark at {endpoint[0]} stopped: {text[:200]}")
+    from mzflow.render.spark_pg import raised
+
+    found = raised(text)
+    if found is not None:
+        return found
     for pattern, message, code in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:

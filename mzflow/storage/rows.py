@@ -76,12 +76,7 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
     if pa.types.is_boolean(arrow):
         if isinstance(value, bool):
             return value
-        text = str(value).strip().lower()
-        if text in ("t", "true", "yes", "on", "1"):
-            return True
-        if text in ("f", "false", "no", "off", "0"):
-            return False
-        raise ValueError
+        return parse_bool(str(value))
     if pa.types.is_string(arrow):
         return value if isinstance(value, str) else _text(value)
     if pa.types.is_binary(arrow):
@@ -97,6 +92,19 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
                 ts.astimezone(dt.UTC).replace(tzinfo=None))
         return ts.replace(tzinfo=dt.UTC) if ts.tzinfo is None else ts.astimezone(dt.UTC)
     raise ValueError
+
+
+_BOOL = ((True, ("true", "yes", "on", "1")), (False, ("false", "no", "off", "0")))
+
+
+def parse_bool(text: str) -> bool:
+    """PostgreSQL's boolin: any unambiguous prefix of its words, case and surrounding
+    white space ignored (``of`` is off; ``o`` is ambiguous). ValueError otherwise."""
+    word = text.strip(" \t\n\r\f\v").lower()
+    for value, words in _BOOL:
+        if word and word != "o" and any(w.startswith(word) for w in words):
+            return value
+    raise ValueError(text)
 
 
 _NUMERIC = Context(prec=2 * 38 + 1, rounding=ROUND_HALF_UP)

@@ -1,0 +1,114 @@
+"""One scalar expression through PostgreSQL and through both of mzflow's engines, as
+comparable outcomes: (type name, value) or the error's SQLSTATE.
+
+- ``postgres``: a real server (the ``pg_url`` fixture), the oracle;
+- ``in_process``: a constant SELECT planned and run by ``render/local.py``, which
+  must evaluate it in process (``arrow_constants`` folds it): falling back to Spark
+  fails the comparison, so the in-process engine is really the one tested;
+- ``on_spark``: the same expression over the columns of a one-row table, which only
+  Spark evaluates (constants would be folded by Spark's optimizer, and a column
+  reference keeps them from reaching any in-process path).
+
+Values compare as PostgreSQL's text tells them apart, with one allowance: a numeric
+of ``numeric(*,s)`` type keeps ``s`` decimal places for every value (Delta keeps one
+scale per column), where PostgreSQL's values each carry their own; so two numerics
+agree when the one with more decimal places, rounded to the other's, is the other.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import mzflow
+from mzflow.catalog.exprtypes import display_name
+from mzflow.plan.query import plan
+from mzflow.render import local
+from mzflow.sql.parse import parse
+
+
+@dataclass(frozen=True)
+class Outcome:
+    type: str | None = None
+    value: Any = None
+    code: str | None = None  # SQLSTATE when it failed
+    message: str = ""
+
+    def __str__(self) -> str:
+        if self.code is not None:
+            return f"ERROR {self.code}: {self.message}"
+        return f"{self.value!r} :: {self.type}"
+
+
+def pg_outcomes(cur: Any, sql: str) -> list[Outcome]:
+    """Each column of the one row ``sql`` returns, or its error (``cur`` autocommits)."""
+    try:
+        cur.execute(sql)
+        row = cur.fetchone()
+    except Exception as e:  # psycopg2.Error: the oracle's answer is the error
+        code = getattr(e, "pgcode", None) or "?"
+        return [Outcome(code=code, message=str(e).strip().splitlines()[0])]
+    types = []
+    for column in cur.description:
+        cur.execute("SELECT format_type(%s, NULL)", (column.type_code,))
+        types.append(cur.fetchone()[0])
+    return [Outcome(t, _pg_value(v)) for t, v in zip(types, row, strict=True)]
+
+
+def _pg_value(v: Any) -> Any:
+    return bytes(v) if isinstance(v, memoryview) else v
+
+
+def in_process(conn: mzflow.Connection, sql: str) -> list[Outcome]:
+    """A constant query, evaluated in process only (NotEvaluable is an outcome)."""
+    try:
+        p = plan(conn.store.snapshot(), parse(sql)[0])
+        types = [c.type for c in p.bound.columns]
+        rows = local.run(p.query, {}, types)
+    except mzflow.Error as e:
+        return [Outcome(code=e.code, message=f"{type(e).__name__}: {e}")]
+    assert len(rows) == 1, rows
+    return [Outcome(display_name(t), v) for t, v in zip(types, rows[0], strict=True)]
+
+
+def on_spark(conn: mzflow.Connection, sql: str) -> list[Outcome]:
+    try:
+        result = conn.execute(sql)
+    except mzflow.Error as e:
+        return [Outcome(code=e.code, message=f"{type(e).__name__}: {e}")]
+    assert len(result.rows) == 1, result.rows
+    return [Outcome(t, v) for t, v in zip(result.types, result.rows[0], strict=True)]
+
+
+def agree(ours: Outcome, pg: Outcome) -> bool:
+    if pg.code is not None or ours.code is not None:
+        return ours.code == pg.code
+    return ours.type == pg.type and same_value(ours.value, pg.value)
+
+
+def same_value(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, Decimal) and isinstance(b, Decimal):
+        if not (a.is_finite() and b.is_finite()):
+            return str(a) == str(b)
+        places = min(-a.as_tuple().exponent, -b.as_tuple().exponent)  # type: ignore[operator]
+        quantum = Decimal(1).scaleb(-places)
+        return (a.quantize(quantum, rounding=ROUND_HALF_UP)
+                == b.quantize(quantum, rounding=ROUND_HALF_UP))
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a)
+                                                     == math.copysign(1, b))
+    if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
+        if (a.tzinfo is None) != (b.tzinfo is None):
+            return False
+        return a == b
+    return type(a) is type(b) and a == b
+
+
+def describe(sql: str, outcomes: Sequence[tuple[str, Outcome]]) -> str:
+    return sql + "".join(f"\n  {who:>10}: {o}" for who, o in outcomes)
