@@ -52,8 +52,7 @@ def _n(table: pa.Table) -> int:
 
 
 def _values(v: ax.Data, n: int) -> list[Any]:
-    return [v.as_py()] * (1 if n == 0 else n) if isinstance(v, pa.Scalar) else (
-        ax._array(v, n).to_pylist())
+    return [v.as_py()] if isinstance(v, pa.Scalar) else ax._array(v, n).to_pylist()
 
 
 def _result(out: list[Any], t: pa.DataType, scalar: bool) -> ax.Data:
@@ -65,8 +64,9 @@ def _per_value(fn: Callable[..., Any], args: Sequence[ax.Data], t: pa.DataType, 
     """``fn`` over the rows' values; NULL where any argument is NULL."""
     scalar = all(isinstance(a, pa.Scalar) for a in args)
     columns = [_values(a, n) for a in args]
-    width = max(len(c) for c in columns)
-    columns = [c * width if len(c) == 1 else c for c in columns]
+    width = 1 if scalar else n
+    columns = [c * width if isinstance(a, pa.Scalar) else c for a, c in zip(args, columns,
+                                                                          strict=True)]
     out = [None if any(v is None for v in row) else fn(*row) for row in zip(*columns,
                                                                             strict=True)]
     return _result(out, t, scalar)

@@ -116,9 +116,10 @@ def parse_interval(text: str, unit: str | None = None) -> tuple[int, int, int]:
     ``3 days 04:05:06.5``, ``-1.5 hours``; ``unit`` for ``INTERVAL '1' YEAR``. Forms
     outside these (``ago``, ISO 8601, fractional months or years) are Unsupported."""
     words = text.strip().lower().split()
+    refused = Unsupported(f"interval '{text}'{' ' + unit if unit else ''} is not supported yet")
     if unit is not None:
         if len(words) != 1 or not re.fullmatch(_NUMBER, words[0]):
-            raise Unsupported(f"interval '{text}' {unit} is not supported yet")
+            raise refused
         words = [words[0], unit.lower()]
     months = days = micros = 0
     i = 0
@@ -133,11 +134,11 @@ def parse_interval(text: str, unit: str | None = None) -> tuple[int, int, int]:
             i += 1
             continue
         if not re.fullmatch(_NUMBER, word):
-            raise Unsupported(f"interval '{text}' is not supported yet")
+            raise refused
         number = Decimal(word)
         name = _UNIT.get(words[i + 1]) if i + 1 < len(words) else "second"
         if name is None:
-            raise Unsupported(f"interval '{text}' is not supported yet")
+            raise refused
         i += 2
         if name in _US:
             micros += int((number * _US[name]).to_integral_value())
