@@ -21,7 +21,7 @@ import datetime as dt
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
 from typing import Any
 
 import mzflow
@@ -55,7 +55,13 @@ def pg_outcomes(cur: Any, sql: str) -> list[Outcome]:
     types = []
     for column in cur.description:
         cur.execute("SELECT format_type(%s, NULL)", (column.type_code,))
-        types.append(cur.fetchone()[0])
+        name = cur.fetchone()[0]
+        # psycopg2 reports an unconstrained numeric's typmod as precision 65535.
+        if name == "numeric" and column.precision and column.precision < 1000:
+            name = f"numeric({column.precision},{column.scale})"
+        elif name == "character varying" and column.internal_size and column.internal_size > 0:
+            name = f"character varying({column.internal_size})"
+        types.append(name)
     return [Outcome(t, _pg_value(v)) for t, v in zip(types, row, strict=True)]
 
 
@@ -84,13 +90,15 @@ def on_spark(conn: mzflow.Connection, sql: str) -> list[Outcome]:
     return [Outcome(t, v) for t, v in zip(result.types, result.rows[0], strict=True)]
 
 
-def agree(ours: Outcome, pg: Outcome) -> bool:
+def agree(ours: Outcome, pg: Outcome, ulps: int = 0) -> bool:
     if pg.code is not None or ours.code is not None:
         return ours.code == pg.code
-    return ours.type == pg.type and same_value(ours.value, pg.value)
+    return ours.type == pg.type and same_value(ours.value, pg.value, ulps)
 
 
-def same_value(a: Any, b: Any) -> bool:
+def same_value(a: Any, b: Any, ulps: int = 0) -> bool:
+    """Equal as PostgreSQL's text tells them apart (``ulps``: how far two doubles may be
+    apart, in units of their last place)."""
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, Decimal) and isinstance(b, Decimal):
@@ -98,11 +106,17 @@ def same_value(a: Any, b: Any) -> bool:
             return str(a) == str(b)
         places = min(-a.as_tuple().exponent, -b.as_tuple().exponent)  # type: ignore[operator]
         quantum = Decimal(1).scaleb(-places)
-        return (a.quantize(quantum, rounding=ROUND_HALF_UP)
-                == b.quantize(quantum, rounding=ROUND_HALF_UP))
+        with localcontext(Context(prec=200)):
+            return (a.quantize(quantum, rounding=ROUND_HALF_UP)
+                    == b.quantize(quantum, rounding=ROUND_HALF_UP))
     if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a)
-                                                     == math.copysign(1, b))
+        if math.isnan(a) or math.isnan(b):
+            return math.isnan(a) and math.isnan(b)
+        if a == b:
+            return math.copysign(1, a) == math.copysign(1, b)
+        # exp, ln, cbrt, power…: C's libm (PostgreSQL) and Java's may differ in the last
+        # bits; IEEE's correctly rounded operations may not.
+        return ulps and math.isfinite(a) and abs(a - b) <= ulps * math.ulp(max(abs(a), abs(b)))
     if isinstance(a, dt.datetime) and isinstance(b, dt.datetime):
         if (a.tzinfo is None) != (b.tzinfo is None):
             return False

@@ -289,6 +289,8 @@ class Typer:
             left, right = self.infer(node.left), self.infer(node.right)
             if isinstance(node, exp.Div):
                 node.meta[OPERANDS] = (to_sqlglot(left), to_sqlglot(right))
+            elif isinstance(node, exp.Sub | exp.Add):
+                self._record(node, [left, right])
             if isinstance(node, exp.Mod) and {base(left), base(right)} & set(FLOATS):
                 # PostgreSQL has no % for real or double precision.
                 raise UnknownFunction(f"operator does not exist: {display_name(left)} % "
@@ -333,7 +335,12 @@ class Typer:
             return common(self._args(node))
         if isinstance(node, exp.Nullif):
             first = self._args(node)[0]
-            return "text" if first == UNKNOWN else unconstrained(first)
+            return "text" if first == UNKNOWN else first  # the first argument's, modifiers kept
+        if isinstance(node, exp.Sign):
+            arg = self.infer(node.this)
+            self._record(node, [arg])
+            # sign(numeric) is numeric (-1, 0, 1); every other number goes to double.
+            return numeric(0) if base(arg) == "numeric" else "double precision"
         if isinstance(node, _SAME_AS_ARG):
             arg = self.infer(node.this)
             return None if arg == UNKNOWN else unconstrained(arg)
@@ -358,6 +365,9 @@ class Typer:
             self._record(node, args)
             if isinstance(node, exp.ToChar):
                 _check_to_char(node, args[0] if args else UNKNOWN)
+            if isinstance(node, exp.Initcap) and node.find(exp.Column):
+                # Spark's capitalizes after white space only, by Unicode's rules.
+                raise Unsupported("function initcap of column values is not supported yet")
             if isinstance(node, exp.Concat | exp.DPipe):
                 _text_of_columns(node, args, "concat" if isinstance(node, exp.Concat) else "||")
             return "text"
@@ -366,12 +376,17 @@ class Typer:
             return "integer"
         if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
             arg = self.infer(node.this)
+            self._record(node, [arg])
             if base(arg) == "date":
                 return "timestamp with time zone"  # PostgreSQL's date → timestamptz
             return base(arg) if base(arg) in ("timestamp without time zone",
                                                "timestamp with time zone", "interval") else None
         if isinstance(node, exp.Extract):
-            self.infer(node.expression)
+            arg = self.infer(node.expression)
+            self._record(node, [arg])
+            unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
+            if base(arg) == "date" and unit.rstrip("s") in _TIME_UNITS:
+                raise Unsupported(f'unit "{unit}" not supported for type date')
             return numeric(0) if not _fractional(node) else numeric(6)
         if isinstance(node, exp.CurrentTimestamp):
             return "timestamp with time zone"
@@ -411,6 +426,7 @@ class Typer:
 
     def _rounding(self, node: exp.Expr) -> str | None:
         arg = self.infer(node.this)
+        self._record(node, [arg])
         digits = node.args.get("decimals")
         if digits is not None:
             self.infer(digits)
@@ -464,10 +480,14 @@ def _literal(node: exp.Literal) -> str:
     return numeric(len(text.split(".")[1]) if "." in text else 0)
 
 
+_TIME_UNITS = ("hour", "minute", "second", "millisecond", "microsecond", "timezone",
+               "timezone_hour", "timezone_minute")
+
+
 def _fractional(node: exp.Extract) -> bool:
     unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
-    return unit in ("second", "seconds", "epoch", "milliseconds", "microseconds",
-                    "julian")
+    return unit in ("second", "seconds", "epoch", "millisecond", "milliseconds",
+                    "microsecond", "microseconds", "julian")
 
 
 def refuse(node: exp.Expr) -> Error:

@@ -122,8 +122,8 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
         return _like(node, table)
     if type(node) in _ARITH:
         a, b = ev(node.this), ev(node.expression)
-        if isinstance(node, exp.Add | exp.Sub) and (_fn().is_interval(a) or _fn().is_interval(b)):
-            return _fn().interval_arith(node, a, b, table.num_rows)
+        if isinstance(node, exp.Add | exp.Sub) and _fn().is_dated(a, b):
+            return _fn().date_arith(node, a, b, table.num_rows)
         return _arith(*_ARITH[type(node)], a, b)
     if isinstance(node, exp.Div) and isinstance(node.type, exp.DataType):
         return _divide(node, ev(node.this), ev(node.expression), table.num_rows)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable, Sequence
-from decimal import ROUND_HALF_UP, Context, Decimal, localcontext
+from decimal import ROUND_HALF_UP, Context, Decimal, InvalidOperation, localcontext
+from decimal import Overflow as DecimalOverflow
 from functools import reduce
 from typing import Any
 
@@ -263,9 +264,7 @@ def _float_math(name: str, x: float, y: float | None = None) -> float:
             raise ax._fail("cannot take square root of a negative number", "2201F")
         r = math.sqrt(x)
     elif name == "cbrt":
-        r = math.copysign(abs(x) ** (1 / 3), x) if math.isfinite(x) else x
-        if math.isfinite(x) and round(r) ** 3 == x:
-            r = float(round(r))
+        r = math.cbrt(x)  # the C library's, as PostgreSQL's
     elif name == "exp":
         try:
             r = math.exp(x)
@@ -321,8 +320,14 @@ def _numeric_math(name: str, x: Decimal, y: Decimal | None = None) -> Decimal:
             if x < 0 and y != y.to_integral_value():
                 raise ax._fail("a negative number raised to a non-integer power yields a "
                                "complex result", "2201F")
-            r = x ** y if x != 0 or y != 0 else Decimal(1)
-        return r.quantize(Decimal(1).scaleb(-NUMERIC_SCALE))
+            try:
+                r = x ** y if x != 0 or y != 0 else Decimal(1)
+            except DecimalOverflow:
+                raise ax._fail("numeric field overflow", "22003") from None
+        try:
+            return r.quantize(Decimal(1).scaleb(-NUMERIC_SCALE))
+        except InvalidOperation:  # more digits than the context's 80: past 38 anyway
+            raise ax._fail("numeric field overflow", "22003") from None
 
 
 # -- casts ----------------------------------------------------------------------------
@@ -356,6 +361,8 @@ def cast(v: Value, to: exp.DataType) -> ax.Data | None:
         if src in ("text", None, "null"):
             return None
         return pt.as_text(v, cast=True)
+    if src == "bool" and to.is_type(exp.DType.INT):
+        return pc.cast(v, pa.int32())
     if src in ("binary", "bool") and not to.is_type(exp.DType.TEXT):
         raise TypeMismatch(f"cannot cast type {ax._pg(v.type)} to "
                            f"{to.sql(dialect='postgres').lower()}")
@@ -383,6 +390,48 @@ def _interval(node: exp.Interval, table: pa.Table) -> ax.Data:
 
 def is_interval(v: Value) -> bool:
     return not isinstance(v, ax.Unknown) and pa.types.is_interval(v.type)
+
+
+def _is_date(v: Value) -> bool:
+    return not isinstance(v, ax.Unknown) and pa.types.is_date(v.type)
+
+
+def is_dated(a: Value, b: Value) -> bool:
+    """Whether ``a ± b`` is date or interval arithmetic (this module's)."""
+    return is_interval(a) or is_interval(b) or _is_date(a) or _is_date(b)
+
+
+_EPOCH = dt.date(1970, 1, 1)
+PG_DAYS = (-2440588, 2145042905)  # PostgreSQL's first and last date, from 1970-01-01
+
+
+def date_arith(node: exp.Expr, a: Value, b: Value, n: int) -> ax.Data:
+    """date ± integer (a date), date - date (an integer), and intervals."""
+    if is_interval(a) or is_interval(b):
+        return interval_arith(node, a, b, n)
+    add = isinstance(node, exp.Add)
+    if _is_date(a) and _is_date(b) and not add:
+        return pc.cast(pc.subtract(pc.cast(a, pa.int32()), pc.cast(b, pa.int32())), pa.int32())
+    if add and not _is_date(a):
+        a, b = b, a
+    if isinstance(b, ax.Unknown):
+        b = ax._parse(b, pa.int32())
+    if not (_is_date(a) and ax._kind(b.type) in ("int", "null")) or (
+            ax._kind(b.type) == "int" and b.type.bit_width > 32):
+        raise UnknownFunction(f"operator does not exist: {ax._pg(a.type)} "
+                              f"{'+' if add else '-'} {ax._pg(b.type)}")
+
+    def move(day: dt.date, k: int) -> dt.date:
+        total = (day - _EPOCH).days + (k if add else -k)
+        if not PG_DAYS[0] <= total <= PG_DAYS[1]:
+            raise ax._fail("date out of range", "22008")
+        try:
+            return _EPOCH + dt.timedelta(days=total)
+        except OverflowError:
+            raise Unsupported("dates after 9999-12-31 or before 0001-01-01 are not "
+                              "supported yet") from None
+
+    return _per_value(move, [a, pc.cast(b, pa.int64())], pa.date32(), n)
 
 
 def interval_arith(node: exp.Expr, a: Value, b: Value, n: int) -> ax.Data:
@@ -426,7 +475,28 @@ def _to_char(node: exp.ToChar, table: pa.Table) -> ax.Data:
     return _per_value(fmt, [v], pa.string(), _n(table))
 
 
+def initcap(text: str) -> str:
+    """PostgreSQL's initcap in the C locale: an ASCII letter after an ASCII letter or
+    digit is lower case, any other ASCII letter upper case; other characters stay."""
+    out, after_word = [], False
+    for ch in text:
+        if ch.isascii():
+            out.append(ch.lower() if after_word else ch.upper())
+            after_word = ch.isalnum()
+        else:
+            out.append(ch)
+            after_word = False
+    return "".join(out)
+
+
+def _initcap(node: exp.Initcap, table: pa.Table) -> ax.Data:
+    # sqlglot's parser gives initcap(x) its default delimiters: PostgreSQL has no other.
+    return _per_value(initcap, [ax._text(_ev(table)(node.this), "initcap")], pa.string(),
+                      _n(table))
+
+
 _HANDLERS: dict[type[exp.Expr], Callable[[Any, pa.Table], ax.Data]] = {
+    exp.Initcap: _initcap,
     exp.Mod: _mod, exp.DPipe: _dpipe, exp.Concat: _concat, exp.Substring: _substring,
     exp.Case: _case, exp.Greatest: _extreme, exp.Least: _extreme, exp.Nullif: _nullif,
     exp.Round: _rounding, exp.Ceil: _rounding, exp.Floor: _rounding,

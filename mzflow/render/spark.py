@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
-from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction
+from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction, Unsupported
 from mzflow.storage.types import parse_type, python_values
 
 _LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
@@ -938,6 +938,8 @@ def translate_error(e: Exception) -> Error:
     found = raised(text)
     if found is not None:
         return found
+    if re.search(r"year -?\d+ is out of range", text):  # Python's date type, collecting rows
+        return Unsupported("dates and timestamps after year 9999 are not supported yet")
     for pattern, message, code in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:

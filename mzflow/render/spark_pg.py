@@ -1,14 +1,16 @@
 """PostgreSQL's semantics for functions, operators and casts Spark computes its own way,
 as rewrites of the bound tree before it becomes Spark SQL (``spark.pg_semantics``
-calls :func:`rewrite` on each node, deepest first).
+calls :func:`rewrite` on each node, deepest first). Dates and times are in
+``spark_pg_time.py``, numbers in ``spark_pg_numbers.py``.
 
 The operand types come from the binder (``exprtypes.OPERANDS`` on the node). Where
 Spark's answer would differ and no rewrite makes it agree (a double's shortest text),
-the rewrite refuses by name: an error, never a different answer. An error a rewrite
-raises while a row is evaluated is Spark's ``raise_error('mzflow:<SQLSTATE>:<message>')``,
-which :func:`raised` turns back into PostgreSQL's error. ``render/arrow_functions.py``
-is the in-process twin; ``tests/test_scalar_semantics.py`` checks both against
-PostgreSQL.
+the binder refuses by name, or the rewrite does: an error, never a different answer.
+An error a rewrite raises while a row is evaluated is Spark's
+``raise_error('mzflow:<SQLSTATE>:<message>')``, which :func:`raised` turns back into
+PostgreSQL's error. ``render/arrow_functions.py`` is the in-process twin;
+``tests/test_scalar_semantics.py`` and ``tests/test_scalar_differential.py`` check both
+against PostgreSQL.
 """
 
 from __future__ import annotations
@@ -18,14 +20,23 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from mzflow.catalog.exprtypes import OPERANDS
 from mzflow.errors import Error, Unsupported
-from mzflow.sql import to_char
-
-_PREFIX = "mzflow:"
-_INTS = exp.DataType.INTEGER_TYPES
-_FLOATS = (exp.DType.DOUBLE, exp.DType.FLOAT)
-_TEXTS = (exp.DType.TEXT, exp.DType.VARCHAR, exp.DType.CHAR)
+from mzflow.render import spark_pg_numbers, spark_pg_time
+from mzflow.render.spark_pg_base import (
+    FLOATS,
+    INTS,
+    PREFIX,
+    TEXTS,
+    case,
+    cast,
+    fail,
+    fn,
+    is_,
+    lit,
+    op,
+    operand,
+    type_name,
+)
 
 
 def rewrite(node: exp.Expr) -> exp.Expr:
@@ -35,130 +46,103 @@ def rewrite(node: exp.Expr) -> exp.Expr:
     return handler(node) if handler is not None else node
 
 
-NODES = ()  # filled below: the node types rewrite() changes
+# Spark's type names in CAST_INVALID_INPUT → PostgreSQL's, and the SQLSTATE its input
+# function raises (22007 invalid_datetime_format for dates and times).
+_INPUT_TYPES = {"INT": "integer", "BIGINT": "bigint", "SMALLINT": "smallint",
+                "DOUBLE": "double precision", "FLOAT": "real", "BOOLEAN": "boolean",
+                "DATE": "date", "TIMESTAMP": "timestamp with time zone",
+                "TIMESTAMP_NTZ": "timestamp without time zone"}
 
 
 def raised(text: str) -> Error | None:
-    """The error a rewrite raised in Spark (``raise_error``), as PostgreSQL's."""
+    """The error a rewrite raised in Spark (``raise_error``), or Spark's failed cast of
+    text, as PostgreSQL's."""
     from mzflow.render.spark import evaluation_error
 
-    m = re.search(r"USER_RAISED_EXCEPTION\]\s*" + _PREFIX + r"(\w{5}):(.*?)(?:\s+SQLSTATE: \w+)?$",
+    m = re.search(r"USER_RAISED_EXCEPTION\]\s*" + PREFIX + r"(\w{5}):(.*?)(?:\s+SQLSTATE: \w+)?$",
                   text, flags=re.S | re.M)
-    return evaluation_error(f"Evaluation error: {m.group(2)}", m.group(1)) if m else None
-
-
-# -- building blocks ------------------------------------------------------------------
-
-
-def _fn(name: str, *args: exp.Expr) -> exp.Expr:
-    return exp.Anonymous(this=name, expressions=[a.copy() for a in args])
-
-
-def _str(text: str) -> exp.Expr:
-    return exp.Literal.string(text)
-
-
-def _fail(code: str, *message: exp.Expr | str) -> exp.Expr:
-    parts = [_str(_PREFIX + code + ":")] + [_str(m) if isinstance(m, str) else m
-                                            for m in message]
-    return _fn("RAISE_ERROR", _fn("CONCAT", *parts) if len(parts) > 1 else parts[0])
-
-
-def _case(*branches: tuple[exp.Expr, exp.Expr], default: exp.Expr | None = None) -> exp.Expr:
-    case = exp.Case()
-    for cond, value in branches:
-        case = case.when(cond.copy(), value.copy())
-    return case.else_(default.copy()) if default is not None else case
-
-
-def _cast(e: exp.Expr, to: str) -> exp.Expr:
-    return exp.Cast(this=e.copy(), to=exp.DataType.build(to, dialect="spark"))
-
-
-def _operand(node: exp.Expr, i: int) -> exp.DataType | None:
-    recorded = node.meta.get(OPERANDS)
-    if recorded is not None and i < len(recorded):
-        return recorded[i]
+    if m:
+        return evaluation_error(f"Evaluation error: {m.group(2)}", m.group(1))
+    m = re.search(r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast "
+                  r"to \"(\w+)(?:\([^\"]*\))?\"", text, flags=re.S)
+    if m:
+        target = _INPUT_TYPES.get(m.group(2), "numeric" if m.group(2) == "DECIMAL"
+                                  else m.group(2).lower())
+        code = "22007" if m.group(2).startswith(("DATE", "TIMESTAMP")) else "22P02"
+        return evaluation_error(f'Evaluation error: invalid input syntax for type {target}: '
+                                f'"{m.group(1)}"', code)
     return None
-
-
-def _is(t: exp.DataType | None, *kinds: exp.DType) -> bool:
-    return t is not None and t.is_type(*kinds)
-
-
-def _name(t: exp.DataType) -> str:
-    from mzflow.catalog.exprtypes import display_name, from_sqlglot
-
-    return display_name(from_sqlglot(t))
-
-
-def _double(value: str) -> exp.Expr:
-    return _cast(_str(value), "DOUBLE")
 
 
 # -- text -----------------------------------------------------------------------------
 
 
-def text_of(e: exp.Expr, t: exp.DataType | None, *, cast: bool, what: str) -> exp.Expr:
+def text_of(e: exp.Expr, t: exp.DataType | None, *, as_cast: bool, what: str) -> exp.Expr:
     """``e`` (of type ``t``) as PostgreSQL's text: a cast's (``true``) or the output
     function's (``t``), as concat prints it."""
-    if t is None or _is(t, *_TEXTS):
+    if t is None or is_(t, *TEXTS):
         return e
-    if _is(t, exp.DType.BOOLEAN):
-        if cast:
-            return _cast(e, "STRING")
-        return _case((e, _str("t")), (exp.Not(this=e.copy()), _str("f")))
-    if _is(t, *_INTS, exp.DType.DECIMAL, exp.DType.DATE, exp.DType.TIMESTAMP,
-           exp.DType.TIMESTAMPNTZ):
-        return _cast(e, "STRING")
-    if _is(t, exp.DType.TIMESTAMPTZ, exp.DType.TIMESTAMPLTZ):
-        return _fn("CONCAT", _cast(e, "STRING"), _str("+00"))
-    if _is(t, exp.DType.VARBINARY, exp.DType.BINARY):
-        return _fn("CONCAT", _str("\\x"), _fn("LOWER", _fn("HEX", e)))
+    if is_(t, exp.DType.BOOLEAN):
+        if as_cast:
+            return cast(e, "STRING")
+        return case((e, lit("t")), (exp.Not(this=e.copy()), lit("f")))
+    if is_(t, *INTS, exp.DType.DECIMAL):
+        return cast(e, "STRING")
+    if is_(t, exp.DType.DATE, exp.DType.TIMESTAMP, exp.DType.TIMESTAMPNTZ):
+        return _no_plus(cast(e, "STRING"))
+    if is_(t, exp.DType.TIMESTAMPTZ, exp.DType.TIMESTAMPLTZ):
+        return fn("CONCAT", _no_plus(cast(e, "STRING")), lit("+00"))
+    if is_(t, exp.DType.VARBINARY, exp.DType.BINARY):
+        return fn("CONCAT", lit("\\x"), fn("LOWER", fn("HEX", e)))
     # A double's text is its shortest digits (float8out); Spark's Java digits differ
     # ("1.0", "1.0E16").
-    raise Unsupported(f"{what} of {_name(t)} is not supported on Spark yet",
+    raise Unsupported(f"{what} of {type_name(t)} is not supported on Spark yet",
                       hint="cast it to numeric first, e.g. x::numeric::text")
 
 
+def _no_plus(text: exp.Expr) -> exp.Expr:
+    """Spark writes a year past 9999 with a sign (+10000-01-01); PostgreSQL does not."""
+    return fn("REGEXP_REPLACE", text, lit("^\\+"), lit(""))
+
+
 def _to_text(node: exp.Cast) -> exp.Expr:
-    return text_of(node.this, _operand(node, 0), cast=True,
+    return text_of(node.this, operand(node, 0), as_cast=True,
                    what="a cast to text")
 
 
 def _concat(node: exp.Concat) -> exp.Expr:
-    parts = [_fn("COALESCE", text_of(a, _operand(node, i), cast=False, what="concat"),
-                 _str("")) for i, a in enumerate(node.expressions)]
-    return _fn("CONCAT", *parts) if parts else _str("")
+    parts = [fn("COALESCE", text_of(a, operand(node, i), as_cast=False, what="concat"),
+                 lit("")) for i, a in enumerate(node.expressions)]
+    return fn("CONCAT", *parts) if parts else lit("")
 
 
 def _dpipe(node: exp.DPipe) -> exp.Expr:
-    left, right = _operand(node, 0), _operand(node, 1)
-    if _is(left, exp.DType.VARBINARY) or _is(right, exp.DType.VARBINARY):
+    left, right = operand(node, 0), operand(node, 1)
+    if is_(left, exp.DType.VARBINARY) or is_(right, exp.DType.VARBINARY):
         raise Unsupported("bytea || is not supported on Spark yet")
-    return _fn("CONCAT", text_of(node.this, left, cast=True, what="||"),
-               text_of(node.expression, right, cast=True, what="||"))
+    return fn("CONCAT", text_of(node.this, left, as_cast=True, what="||"),
+               text_of(node.expression, right, as_cast=True, what="||"))
 
 
 # -- casts ----------------------------------------------------------------------------
 
 
 def _cast_node(node: exp.Cast) -> exp.Expr:
-    to, src = node.to, _operand(node, 0)
+    to, src = node.to, operand(node, 0)
     if to.is_type(exp.DType.DECIMAL) and not to.expressions:
         # Spark's bare DECIMAL is decimal(10,0); an unconstrained numeric keeps digits.
         out = node.copy()
         out.set("to", exp.DataType.build("DECIMAL(38, 10)"))
         return out
-    if to.is_type(*_INTS) and _is(src, exp.DType.DECIMAL):  # Spark truncates
-        return exp.Cast(this=_fn("ROUND", node.this, exp.Literal.number(0)), to=to.copy())
-    if to.is_type(*_INTS) and _is(src, *_FLOATS):  # PostgreSQL's rint: half to even
-        return exp.Cast(this=_fn("BROUND", node.this, exp.Literal.number(0)), to=to.copy())
+    if to.is_type(*INTS) and is_(src, exp.DType.DECIMAL):  # Spark truncates
+        return exp.Cast(this=fn("ROUND", node.this, exp.Literal.number(0)), to=to.copy())
+    if to.is_type(*INTS) and is_(src, *FLOATS):  # PostgreSQL's rint: half to even
+        return exp.Cast(this=fn("BROUND", node.this, exp.Literal.number(0)), to=to.copy())
     if to.is_type(exp.DType.TEXT) or (to.is_type(exp.DType.VARCHAR) and not to.expressions):
         return _to_text(node)
-    if to.is_type(exp.DType.VARBINARY) and _is(src, *_TEXTS):
+    if to.is_type(exp.DType.VARBINARY) and is_(src, *TEXTS):
         return _bytea(node.this)
-    if to.is_type(exp.DType.BOOLEAN) and _is(src, *_TEXTS):
+    if to.is_type(exp.DType.BOOLEAN) and is_(src, *TEXTS):
         return _boolean(node.this)
     return node
 
@@ -168,29 +152,29 @@ _SPACE = " \t\n\r\f\v"  # what PostgreSQL's input functions skip: C's isspace()
 
 def _boolean(e: exp.Expr) -> exp.Expr:
     """boolin: any unambiguous prefix of true/false/yes/no, on/off, 1/0."""
-    word = _fn("LOWER", exp.Trim(this=e.copy(), expression=_str(_SPACE)))
+    word = fn("LOWER", exp.Trim(this=e.copy(), expression=lit(_SPACE)))
     yes = ["t", "tr", "tru", "true", "y", "ye", "yes", "on", "1"]
     no = ["f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0"]
-    return _case(
-        (exp.In(this=word, expressions=[_str(w) for w in yes]), exp.true()),
-        (exp.In(this=word, expressions=[_str(w) for w in no]), exp.false()),
+    return case(
+        (exp.In(this=word, expressions=[lit(w) for w in yes]), exp.true()),
+        (exp.In(this=word, expressions=[lit(w) for w in no]), exp.false()),
         (exp.Is(this=e.copy(), expression=exp.null()), exp.Cast(
             this=exp.null(), to=exp.DataType.build("BOOLEAN"))),
-        default=_fail("22P02", 'invalid input syntax for type boolean: "', e, '"'))
+        default=fail("22P02", 'invalid input syntax for type boolean: "', e, '"'))
 
 
 def _bytea(e: exp.Expr) -> exp.Expr:
     """byteain: ``\\x`` and hex digits, or text without backslashes (the escape format's
     other forms are refused as the rows reach them)."""
-    hexed = _fn("UNHEX", _fn("SUBSTRING", e, exp.Literal.number(3)))
-    starts = exp.Like(this=e.copy(), expression=_str("\\\\x%"))
-    return _case(
+    hexed = fn("UNHEX", fn("SUBSTRING", e, exp.Literal.number(3)))
+    starts = exp.Like(this=e.copy(), expression=lit("\\\\x%"))
+    return case(
         (exp.And(this=starts, expression=exp.Is(this=hexed, expression=exp.null())),
-         _fail("22P02", 'invalid input syntax for type bytea: "', e, '"')),
+         fail("22P02", 'invalid input syntax for type bytea: "', e, '"')),
         (starts, hexed),
-        (exp.GT(this=_fn("INSTR", e, _str("\\")), expression=exp.Literal.number(0)),
-         _fail("0A000", "bytea escape sequences are not supported on Spark yet")),
-        default=_cast(e, "BINARY"))
+        (op(exp.GT, this=fn("INSTR", e, lit("\\")), expression=exp.Literal.number(0)),
+         fail("0A000", "bytea escape sequences are not supported on Spark yet")),
+        default=cast(e, "BINARY"))
 
 
 # -- substr ---------------------------------------------------------------------------
@@ -203,190 +187,101 @@ def _substring(node: exp.Substring) -> exp.Expr:
     s, start, length = node.this, node.args.get("start"), node.args.get("length")
     if start is None:
         return node
-    first = exp.If(this=exp.LT(this=start.copy(), expression=exp.Literal.number(1)),
+    first = exp.If(this=op(exp.LT, this=start.copy(), expression=exp.Literal.number(1)),
                    true=exp.Literal.number(1), false=start.copy())
     if length is None:
-        return _fn("SUBSTRING", s, first)
+        return fn("SUBSTRING", s, first)
     # The end, one past the last character, in bigint: start + length may overflow int.
-    end = exp.Add(this=_cast(start, "BIGINT"), expression=length.copy())
-    count = _fn("GREATEST", exp.Sub(this=end, expression=first.copy()),
+    end = op(exp.Add, this=cast(start, "BIGINT"), expression=length.copy())
+    count = fn("GREATEST", op(exp.Sub, this=end, expression=first.copy()),
                 exp.Literal.number(0))
     nulls = exp.or_(*[exp.Is(this=a.copy(), expression=exp.null()) for a in (s, start, length)])
-    return _case(
+    return case(
         (nulls, exp.Cast(this=exp.null(), to=exp.DataType.build("STRING"))),
-        (exp.LT(this=length.copy(), expression=exp.Literal.number(0)),
-         _fail("22011", "negative substring length not allowed")),
-        default=_fn("SUBSTRING", s, first, _cast(_fn("LEAST", count, exp.Literal.number(
+        (op(exp.LT, this=length.copy(), expression=exp.Literal.number(0)),
+         fail("22011", "negative substring length not allowed")),
+        default=fn("SUBSTRING", s, first, cast(fn("LEAST", count, exp.Literal.number(
             2**31 - 1)), "INT")))
 
+# -- strings --------------------------------------------------------------------------
 
-# -- to_char --------------------------------------------------------------------------
-
-
-def _to_char(node: exp.ToChar) -> exp.Expr:
-    template = node.args.get("format")
-    if not (isinstance(template, exp.Literal) and template.is_string):
-        raise Unsupported("to_char with a template that is not a constant is not supported "
-                          "yet")
-    src = _operand(node, 0)
-    zoned = _is(src, exp.DType.TIMESTAMPTZ, exp.DType.TIMESTAMPLTZ, exp.DType.DATE)
-    ts = _cast(node.this, "TIMESTAMP") if zoned else node.this  # a date: midnight, UTC
-    parts = [_piece(p, ts, zoned) for p in to_char.parse(template.this)]
-    value = _fn("CONCAT", *parts) if parts else _str("")
-    return exp.If(this=exp.Is(this=node.this.copy(), expression=exp.null()),
-                  true=exp.Cast(this=exp.null(), to=exp.DataType.build("STRING")),
-                  false=value)
+# PostgreSQL refuses a result past 1 GB (4 bytes a character at most): Spark would try
+# to build it, and run out of memory.
+_MAX_CHARS = 268435454
 
 
-def _micros(ts: exp.Expr) -> exp.Expr:
-    return _fn("PMOD", _fn("UNIX_MICROS", _cast(ts, "TIMESTAMP")), exp.Literal.number(1_000_000))
+def _too_long(n: exp.Expr) -> exp.Expr:
+    return op(exp.GT, this=n.copy(), expression=exp.Literal.number(_MAX_CHARS))
 
 
-def _number(key: str, ts: exp.Expr) -> exp.Expr:
-    def n(text: str) -> exp.Expr:
-        return exp.Literal.number(text)
-
-    year, hour = _fn("YEAR", ts), _fn("HOUR", ts)
-    hour12 = exp.Add(this=_fn("PMOD", exp.Add(this=hour, expression=n("11")), n("12")),
-                     expression=n("1"))
-    seconds = exp.Add(this=exp.Add(this=exp.Mul(this=hour.copy(), expression=n("3600")),
-                                   expression=exp.Mul(this=_fn("MINUTE", ts),
-                                                      expression=n("60"))),
-                      expression=_fn("SECOND", ts))
-    values: dict[str, exp.Expr] = {
-        "YYYY": year, "YYY": _fn("PMOD", year, n("1000")), "YY": _fn("PMOD", year, n("100")),
-        "Y": _fn("PMOD", year, n("10")), "MM": _fn("MONTH", ts), "DD": _fn("DAY", ts),
-        "DDD": _fn("DAYOFYEAR", ts), "D": _fn("DAYOFWEEK", ts),
-        "ID": exp.Add(this=_fn("WEEKDAY", ts), expression=n("1")), "HH24": hour,
-        "HH12": hour12, "HH": hour12, "MI": _fn("MINUTE", ts), "SS": _fn("SECOND", ts),
-        "MS": exp.IntDiv(this=_micros(ts), expression=n("1000")), "US": _micros(ts),
-        "Q": _fn("QUARTER", ts), "SSSS": seconds, "SSSSS": seconds,
-        "CC": exp.Add(this=exp.IntDiv(this=exp.Sub(this=year.copy(), expression=n("1")),
-                                      expression=n("100")), expression=n("1")),
-    }
-    for digits in range(1, 7):
-        values[f"FF{digits}"] = exp.IntDiv(this=_micros(ts),
-                                           expression=n(str(10 ** (6 - digits))))
-    return values[key]
+def _pad(node: exp.Pad) -> exp.Expr:
+    n = node.expression
+    return case((_too_long(n), fail("54000", "requested length too large")), default=node.copy())
 
 
-def _piece(p: to_char.Piece, ts: exp.Expr, zoned: bool) -> exp.Expr:
-    key = p.key
-    if key is None:
-        return _str(p.text)
-    if key == "Y,YYY":
-        year = _fn("YEAR", ts)
-        return _fn("CONCAT", _cast(exp.IntDiv(this=year, expression=exp.Literal.number(1000)),
-                                   "STRING"), _str(","),
-                   _fn("FORMAT_STRING", _str("%03d"),
-                       _fn("PMOD", year, exp.Literal.number(1000))))
-    if key in to_char.NUMBERS:
-        width = {"YYYY": 4, "YYY": 3, "YY": 2, "Y": 1, "DDD": 3, "D": 1, "ID": 1, "MS": 3,
-                 "US": 6, "Q": 1, "SSSS": 0, "SSSSS": 0}.get(key, 2)
-        if key.startswith("FF"):
-            width = int(key[2])
-        if p.fill and key not in ("MS", "US") and not key.startswith("FF"):
-            width = 0
-        value = _number(key, ts)
-        return _fn("FORMAT_STRING", _str(f"%0{width}d" if width else "%d"), value)
-    if key in ("MONTH", "MON", "DAY", "DY"):
-        pattern = {"MONTH": "MMMM", "MON": "MMM", "DAY": "EEEE", "DY": "EEE"}[key]
-        name = _fn("DATE_FORMAT", ts, _str(pattern))
-        if key in ("MONTH", "DAY") and not p.fill:
-            name = _fn("RPAD", name, exp.Literal.number(9), _str(" "))
-        if p.text.isupper():
-            return _fn("UPPER", name)
-        return _fn("LOWER", name) if p.text.islower() else name
-    if key in ("AM", "PM", "A.M.", "P.M."):
-        am, pm = ("A.M.", "P.M.") if "." in key else ("AM", "PM")
-        if not p.text[0].isupper():
-            am, pm = am.lower(), pm.lower()
-        return exp.If(this=exp.GTE(this=_fn("HOUR", ts), expression=exp.Literal.number(12)),
-                      true=_str(pm), false=_str(am))
-    if key == "TZ":
-        return _str(("UTC" if p.text == "TZ" else "utc") if zoned else "")
-    return _str("+00")  # OF: the session's zone is UTC
+def _repeat(node: exp.Repeat) -> exp.Expr:
+    total = op(exp.Mul, this=cast(fn("OCTET_LENGTH", node.this), "BIGINT"),
+                    expression=node.args["times"].copy())
+    return case((op(exp.GT, this=total, expression=exp.Literal.number(1073741819)),
+                 fail("54000", "requested length too large")), default=node.copy())
 
 
-# -- transcendental functions of doubles ---------------------------------------------
+def _left_right(node: exp.Left | exp.Right) -> exp.Expr:
+    """left/right with a negative count: all but that many characters (Spark: none)."""
+    s, n = node.this, node.expression
+    negative = op(exp.LT, this=n.copy(), expression=exp.Literal.number(0))
+    if isinstance(node, exp.Left):
+        rest = fn("SUBSTRING", s, exp.Literal.number(1),
+                  fn("GREATEST", op(exp.Add, this=fn("CHAR_LENGTH", s), expression=n.copy()),
+                     exp.Literal.number(0)))
+    else:
+        rest = fn("SUBSTRING", s, op(exp.Sub, this=exp.Literal.number(1), expression=n.copy()))
+    return exp.If(this=negative, true=rest, false=node.copy())
 
 
-def _math(node: exp.Expr) -> exp.Expr:
-    """Spark returns NULL, NaN or infinity where PostgreSQL raises an error."""
-    if node.is_type(exp.DType.DECIMAL):
-        # The binder refused numeric arguments that read columns; a constant one is
-        # computed in process, exactly.
-        return _numeric_constant(node)
-    x, y = node.this, node.args.get("expression")
-    zero, inf = exp.Literal.number(0), _double("Infinity")
-    finite_x = exp.NEQ(this=_fn("ABS", x), expression=inf)
-    name = node.key
-    if isinstance(node, exp.Log) and y is not None:
-        raise Unsupported("log(double precision, double precision) does not exist")
-    if isinstance(node, exp.Ln | exp.Log):
-        return _case((exp.EQ(this=x.copy(), expression=zero),
-                      _fail("2201E", "cannot take logarithm of zero")),
-                     (exp.LT(this=x.copy(), expression=zero),
-                      _fail("2201E", "cannot take logarithm of a negative number")),
-                     default=_fn("LN" if isinstance(node, exp.Ln) else "LOG10", x))
-    if isinstance(node, exp.Sqrt):
-        return _case((exp.LT(this=x.copy(), expression=zero),
-                      _fail("2201F", "cannot take square root of a negative number")),
-                     default=_fn("SQRT", x))
-    if isinstance(node, exp.Exp):
-        r = _fn("EXP", x)
-        return _case((exp.And(this=exp.EQ(this=r, expression=inf), expression=finite_x),
-                      _fail("22003", "value out of range: overflow")),
-                     (exp.And(this=exp.EQ(this=r.copy(), expression=zero),
-                              expression=finite_x.copy()),
-                      _fail("22003", "value out of range: underflow")),
-                     default=r)
-    if isinstance(node, exp.Pow):
-        assert y is not None
-        r = _fn("POWER", x, y)
-        finite = exp.And(this=finite_x, expression=exp.NEQ(this=_fn("ABS", y), expression=inf))
-        return _case(
-            (exp.EQ(this=x.copy(), expression=exp.Literal.number(1)), _double("1")),
-            (exp.And(this=exp.EQ(this=x.copy(), expression=zero),
-                     expression=exp.LT(this=y.copy(), expression=zero)),
-             _fail("2201F", "zero raised to a negative power is undefined")),
-            (exp.And(this=exp.And(this=exp.LT(this=x.copy(), expression=zero),
-                                  expression=exp.NEQ(this=y.copy(),
-                                                     expression=_fn("FLOOR", y))),
-                     expression=exp.NEQ(this=_fn("ABS", y), expression=inf.copy())),
-             _fail("2201F", "a negative number raised to a non-integer power yields a "
-                            "complex result")),
-            (exp.And(this=exp.EQ(this=_fn("ABS", r), expression=inf.copy()),
-                     expression=finite),
-             _fail("22003", "value out of range: overflow")),
-            (exp.And(this=exp.And(this=exp.EQ(this=r.copy(), expression=zero),
-                                  expression=exp.NEQ(this=x.copy(), expression=zero)),
-                     expression=finite.copy()),
-             _fail("22003", "value out of range: underflow")),
-            default=r)
-    raise Unsupported(f"function {name} is not supported on Spark yet")
+def _chr(node: exp.Chr) -> exp.Expr:
+    """chr(n): the character of code point n (Spark's is n's byte modulo 256)."""
+    [n] = node.expressions
+    return case((op(exp.EQ, this=n.copy(), expression=exp.Literal.number(0)),
+                 fail("54000", "null character not permitted")),
+                (op(exp.LT, this=n.copy(), expression=exp.Literal.number(0)),
+                 fail("22023", "character number must be positive")),
+                (exp.or_(op(exp.GT, this=n.copy(), expression=exp.Literal.number(0x10FFFF)),
+                         exp.Between(this=n.copy(), low=exp.Literal.number(0xD800),
+                                     high=exp.Literal.number(0xDFFF))),
+                 fail("54000", "requested character not valid for encoding: ", cast(n, "STRING"))),
+                default=fn("JAVA_METHOD", lit("java.lang.Character"), lit("toString"),
+                           cast(n, "INT")))
 
 
-def _numeric_constant(node: exp.Expr) -> exp.Expr:
-    """A numeric exp/ln/log/sqrt/power of constants: its exact value, computed in
-    process (``arrow_functions``), as a literal of the bound type."""
-    from mzflow.errors import Unsupported as Refused
-    from mzflow.render import arrow_constants
+def _split_part(node: exp.SplitPart) -> exp.Expr:
+    n = node.args.get("part_index")
+    if n is None:
+        return node
+    return case((op(exp.EQ, this=n.copy(), expression=exp.Literal.number(0)),
+                 fail("22023", "field position must not be zero")), default=node.copy())
 
-    if node.find(exp.Column):
-        raise Refused(f"function {node.key}(numeric) of column values is not supported yet",
-                      hint="cast its argument to double precision")
-    value = arrow_constants.value(node.copy()).to_pylist()[0]
-    t = node.type.copy() if isinstance(node.type, exp.DataType) else exp.DataType.build(
-        "DECIMAL(38, 16)")
-    if value is None:
-        return exp.Cast(this=exp.null(), to=t)
-    return exp.Cast(this=_str(format(value, "f")), to=t)
+
+def _like(node: exp.Like | exp.ILike) -> exp.Expr:
+    """PostgreSQL's LIKE escapes any character with a backslash (``\\x`` is ``x``);
+    Spark refuses one before anything but %, _ and a backslash: drop those."""
+    pattern = node.expression
+    if isinstance(pattern, exp.Literal) and "\\" not in pattern.this:
+        return node
+    keep = "\ue000"  # an escaped backslash, set aside while the others are read
+    step = fn("REPLACE", pattern, lit("\\\\"), lit(keep))
+    step = fn("REGEXP_REPLACE", step, lit("\\\\([^%_])"), lit("$1"))
+    out = node.copy()
+    out.set("expression", fn("REPLACE", step, lit(keep), lit("\\\\")))
+    return out
 
 
 _REWRITES: dict[type[exp.Expr], Callable[[exp.Expr], exp.Expr]] = {
+    exp.Like: _like, exp.ILike: _like,  # type: ignore[dict-item]
     exp.Cast: _cast_node, exp.Concat: _concat, exp.DPipe: _dpipe,  # type: ignore[dict-item]
-    exp.Substring: _substring, exp.ToChar: _to_char,  # type: ignore[dict-item]
-    exp.Ln: _math, exp.Log: _math, exp.Sqrt: _math, exp.Exp: _math, exp.Pow: _math,
+    exp.Substring: _substring, exp.Pad: _pad, exp.Repeat: _repeat,  # type: ignore[dict-item]
+    exp.Left: _left_right, exp.Right: _left_right, exp.Chr: _chr,  # type: ignore[dict-item]
+    exp.SplitPart: _split_part,  # type: ignore[dict-item]
+    **spark_pg_time.REWRITES, **spark_pg_numbers.REWRITES,
 }
-NODES = tuple(_REWRITES)  # type: ignore[assignment]
+NODES = tuple(_REWRITES)

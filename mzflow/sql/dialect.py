@@ -71,6 +71,17 @@ class MzParser(MaterializeParser):
         "VERSION": lambda self: self._parse_version_added(),
     }
 
+    def _parse_interval_span(self, this: exp.Expr, parse_function_unit: bool = True
+                             ) -> exp.Interval:
+        """sqlglot reads INTERVAL '1 day 02:03:04' as INTERVAL '1' DAY, dropping what
+        follows its first number and unit; PostgreSQL reads the whole text."""
+        if this is not None and this.is_string:
+            text = this.name
+            pairs = exp.INTERVAL_STRING_RE.findall(text)
+            if len(pairs) == 1 and not exp.INTERVAL_STRING_RE.fullmatch(text):
+                return self.expression(exp.Interval(this=this))
+        return super()._parse_interval_span(this, parse_function_unit=parse_function_unit)
+
     def _parse_version_added(self) -> ast.VersionAdded:
         if not self._match_text_seq("ADDED"):
             self.raise_error("Expected ADDED after VERSION")
