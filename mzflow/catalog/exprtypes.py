@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from mzflow.errors import Error, UnknownFunction, Unsupported
+from mzflow.errors import Error, TypeMismatch, UnknownFunction, Unsupported
 from mzflow.sql import to_char
 from mzflow.sql.parse import DIALECT
 
@@ -48,6 +48,10 @@ _SQLGLOT_NAMES = {
     "TIMESTAMP": "timestamp without time zone", "TIMESTAMPTZ": "timestamp with time zone",
     "VARBINARY": "bytea", "JSONB": "jsonb", "INTERVAL": "interval",
 }
+
+
+class CannotCoerce(TypeMismatch):
+    code = "42846"  # cannot_coerce: no cast between the two types
 
 
 def display_name(t: str) -> str:
@@ -193,7 +197,9 @@ def common(types: list[str]) -> str | None:
     if bases <= set(INTEGERS) | {"numeric"} | set(FLOATS):
         return "double precision"
     if bases <= set(TEXT_TYPES):
-        return "text"
+        # text and varchar convert to each other implicitly: PostgreSQL keeps the first
+        # (CASE lists its ELSE first).
+        return "character varying" if base(known[0]) == "character varying" else "text"
     if bases <= {"timestamp without time zone", "timestamp with time zone", "date"}:
         return ("timestamp with time zone" if "timestamp with time zone" in bases
                 else "timestamp without time zone")
@@ -275,6 +281,11 @@ class Typer:
             arg = self.infer(node.this)
             self._record(node, [arg])
             to = from_sqlglot(node.to)
+            pair = {base(arg), base(to)}
+            if "boolean" in pair and len(pair) == 2 and not pair & {
+                    "integer", UNKNOWN, *TEXT_TYPES}:
+                raise CannotCoerce(f"cannot cast type {display_name(arg)} to "
+                                   f"{display_name(to)}")
             if to in ("text", "character varying"):
                 _text_of_columns(node, [arg], "a cast to text")
             return to
@@ -300,7 +311,7 @@ class Typer:
             args = self._args(node)
             return common(args)
         if isinstance(node, _BOOLEAN):
-            self._args(node)
+            self._record(node, self._args(node))
             return "boolean"
         if isinstance(node, exp.Distinct):
             return common(self._args(node))
@@ -323,7 +334,7 @@ class Typer:
                 self.infer(when.this)
             results = [self.infer(w.args["true"]) for w in node.args.get("ifs") or []]
             if node.args.get("default") is not None:
-                results.append(self.infer(node.args["default"]))
+                results.insert(0, self.infer(node.args["default"]))  # PostgreSQL's order
             return common(results)
         if isinstance(node, exp.If):
             self.infer(node.this)
@@ -334,7 +345,9 @@ class Typer:
         if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
             return common(self._args(node))
         if isinstance(node, exp.Nullif):
-            first = self._args(node)[0]
+            args = self._args(node)
+            self._record(node, args)
+            first = args[0]
             return "text" if first == UNKNOWN else first  # the first argument's, modifiers kept
         if isinstance(node, exp.Sign):
             arg = self.infer(node.this)

@@ -159,7 +159,7 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
             if isinstance(vals[-1], Unknown) or (isinstance(vals[-1], pa.Scalar)
                                                  and vals[-1].is_valid):
                 # The planner drops what follows a constant: typed, never run.
-                rest = [_eval(a, table.slice(0, 0)) for a in args[k + 1:]]
+                rest = [typed_only(a, table) for a in args[k + 1:]]
                 vals += [v if isinstance(v, pa.Scalar | Unknown) else pa.scalar(None, v.type)
                          for v in rest]
                 break
@@ -203,6 +203,16 @@ def _connective(node: exp.And | exp.Or, table: pa.Table) -> Data:
             needed = pc.fill_null(result if is_and else pc.invert(result), True)
             result = combine(result, _bool(_lazy(op, table, needed), name))
     return result
+
+
+def typed_only(node: exp.Expr, table: pa.Table) -> Value:
+    """``node`` typed but not run, as PostgreSQL's planner treats a part it drops (after
+    a constant COALESCE argument, a constant CASE condition): NULL of its type; a
+    constant that fails contributes no type."""
+    try:
+        return _eval(node, table.slice(0, 0))
+    except EvaluationError:
+        return pa.scalar(None)
 
 
 def _operands(node: exp.Expr, cls: type) -> list[exp.Expr]:

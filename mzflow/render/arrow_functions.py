@@ -156,16 +156,25 @@ def _case(node: exp.Case, table: pa.Table) -> ax.Data:
     pending: ax.Data = pa.scalar(True)
     results: list[Value] = []
     picks: list[ax.Data] = []
+    def arm(result: exp.Expr, mask: ax.Data) -> Value:
+        # PostgreSQL's planner drops an arm a constant condition never reaches.
+        if isinstance(mask, pa.Scalar) and mask.as_py() is False:
+            return ax.typed_only(result, table)
+        return ax._lazy(result, table, mask)
+
     for branch in ifs:
         cond = branch.this if subject is None else exp.EQ(this=subject.copy(),
                                                           expression=branch.this.copy())
-        hit = pc.fill_null(ax._bool(ax._lazy(cond, table, pending), "CASE"), False)
+        if isinstance(pending, pa.Scalar) and pending.as_py() is False:
+            hit: ax.Data = pa.scalar(False)
+            ax._bool(ax.typed_only(cond, table), "CASE")
+        else:
+            hit = pc.fill_null(ax._bool(ax._lazy(cond, table, pending), "CASE"), False)
         mine = pc.and_kleene(pending, hit)
-        results.append(ax._lazy(branch.args["true"], table, mine))
+        results.append(arm(branch.args["true"], mine))
         picks.append(mine)
         pending = pc.and_kleene(pending, pc.invert(hit))
-    results.append(ax._lazy(default, table, pending) if default is not None
-                   else pa.scalar(None))
+    results.append(arm(default, pending) if default is not None else pa.scalar(None))
     picks.append(pending)
     values = ax._unify(results, "CASE")
     out = values[-1]
@@ -291,6 +300,13 @@ def _float_math(name: str, x: float, y: float | None = None) -> float:
 
 
 def _numeric_math(name: str, x: Decimal, y: Decimal | None = None) -> Decimal:
+    try:
+        return _exact_math(name, x, y)
+    except (DecimalOverflow, InvalidOperation):  # past the context's digits: past 38 anyway
+        raise ax._fail("numeric field overflow", "22003") from None
+
+
+def _exact_math(name: str, x: Decimal, y: Decimal | None = None) -> Decimal:
     with localcontext(_EXACT):
         if name in ("ln", "log10", "log"):
             arg = y if name == "log" else x
@@ -320,14 +336,8 @@ def _numeric_math(name: str, x: Decimal, y: Decimal | None = None) -> Decimal:
             if x < 0 and y != y.to_integral_value():
                 raise ax._fail("a negative number raised to a non-integer power yields a "
                                "complex result", "2201F")
-            try:
-                r = x ** y if x != 0 or y != 0 else Decimal(1)
-            except DecimalOverflow:
-                raise ax._fail("numeric field overflow", "22003") from None
-        try:
-            return r.quantize(Decimal(1).scaleb(-NUMERIC_SCALE))
-        except InvalidOperation:  # more digits than the context's 80: past 38 anyway
-            raise ax._fail("numeric field overflow", "22003") from None
+            r = x ** y if x != 0 or y != 0 else Decimal(1)
+        return r.quantize(Decimal(1).scaleb(-NUMERIC_SCALE))
 
 
 # -- casts ----------------------------------------------------------------------------

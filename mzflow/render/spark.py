@@ -512,6 +512,7 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
     for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, *spark_pg.NODES))):
         if isinstance(node, exp.Div):
             new = _division(node)
+            new = spark_pg.rewrite(node) if new is node else new
         elif type(node) is exp.Cast:
             new = _to_varchar(node)
             new = spark_pg.rewrite(node) if new is node else new
@@ -766,7 +767,7 @@ def as_utc(v: Any) -> Any:
 
 
 _ERRORS = (  # Spark's error class → Materialize's message and PostgreSQL's SQLSTATE
-    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero", "22012"),
+    (r"DIVIDE_BY_ZERO|REMAINDER_BY_ZERO", "Evaluation error: division by zero", "22012"),
     (r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast to \"(\w+)\"",
      'Evaluation error: invalid input syntax for type {1}: "{0}"', "22P02"),
     # Arrow's words when a kept sum (a GROUP BY state) outgrows 38 digits

@@ -144,7 +144,38 @@ def _cast_node(node: exp.Cast) -> exp.Expr:
         return _bytea(node.this)
     if to.is_type(exp.DType.BOOLEAN) and is_(src, *TEXTS):
         return _boolean(node.this)
+    if to.is_type(exp.DType.DATE, exp.DType.TIMESTAMP, exp.DType.TIMESTAMPTZ) and is_(
+            src, *TEXTS):
+        return _datetime(node)
     return node
+
+
+def _datetime(node: exp.Cast) -> exp.Expr:
+    """Text to a date or timestamp in PostgreSQL's ISO forms (``storage/rows.py``
+    reads the same ones): Spark also reads ``2020`` as a date, and says 22007 where a
+    field is out of range (PostgreSQL: 22008)."""
+    from mzflow.storage.rows import TIMESTAMP
+
+    e, to = node.this, node.to
+    name = {exp.DType.DATE: "date", exp.DType.TIMESTAMP: "timestamp without time zone"}.get(
+        to.this, "timestamp with time zone")
+    shape = exp.RegexpLike(this=e.copy(), expression=lit("(?i)^" + TIMESTAMP.pattern + "$"))
+    tried = exp.TryCast(this=e.copy(), to=to.copy(), safe=True)
+    digits = exp.RegexpLike(this=e.copy(), expression=lit("[0-9]"))
+    special = exp.RegexpLike(this=e.copy(), expression=lit(
+        "(?i)^\\s*[+-]?(epoch|infinity|now|today|tomorrow|yesterday|allballs)\\s*$"))
+    return case((exp.Is(this=e.copy(), expression=exp.null()), exp.Cast(this=exp.null(),
+                                                                         to=to.copy())),
+                # Text with digits in another of PostgreSQL's many forms (19990108,
+                # 1/8/1999, Jan 8 1999): refused, not read as Spark would read it.
+                (exp.or_(special, exp.and_(digits, exp.Not(this=shape.copy()))),
+                 fail("0A000", 'cannot read "', e, f'" as {name}: mzflow reads '
+                                'YYYY-MM-DD[ HH:MM[:SS[.ffffff]]][zone] only')),
+                (exp.Not(this=shape), fail("22007", f'invalid input syntax for type {name}: "',
+                                           e, '"')),
+                (exp.Is(this=tried, expression=exp.null()),
+                 fail("22008", 'date/time field value out of range: "', e, '"')),
+                default=exp.Cast(this=e.copy(), to=to.copy()))
 
 
 _SPACE = " \t\n\r\f\v"  # what PostgreSQL's input functions skip: C's isspace()
@@ -242,7 +273,9 @@ def _left_right(node: exp.Left | exp.Right) -> exp.Expr:
 def _chr(node: exp.Chr) -> exp.Expr:
     """chr(n): the character of code point n (Spark's is n's byte modulo 256)."""
     [n] = node.expressions
-    return case((op(exp.EQ, this=n.copy(), expression=exp.Literal.number(0)),
+    return case((exp.Is(this=n.copy(), expression=exp.null()),
+                 exp.Cast(this=exp.null(), to=exp.DataType.build("STRING"))),
+                (op(exp.EQ, this=n.copy(), expression=exp.Literal.number(0)),
                  fail("54000", "null character not permitted")),
                 (op(exp.LT, this=n.copy(), expression=exp.Literal.number(0)),
                  fail("22023", "character number must be positive")),
@@ -258,7 +291,10 @@ def _split_part(node: exp.SplitPart) -> exp.Expr:
     n = node.args.get("part_index")
     if n is None:
         return node
-    return case((op(exp.EQ, this=n.copy(), expression=exp.Literal.number(0)),
+    nulls = exp.or_(*[exp.Is(this=a.copy(), expression=exp.null())
+                      for a in (node.this, node.args["delimiter"], n)])
+    return case((nulls, exp.Cast(this=exp.null(), to=exp.DataType.build("STRING"))),
+                (op(exp.EQ, this=n.copy(), expression=exp.Literal.number(0)),
                  fail("22023", "field position must not be zero")), default=node.copy())
 
 

@@ -120,7 +120,9 @@ def _date_arith(node: exp.Add | exp.Sub) -> exp.Expr:
         date, days = days, date
         left, right = right, left
     if not (is_(left, exp.DType.DATE) and is_(right, *INTS)):
-        return node
+        from mzflow.render.spark_pg_numbers import widened
+
+        return widened(node)
     delta = cast(days, "BIGINT")
     if isinstance(node, exp.Sub):
         delta = exp.Neg(this=paren(delta))
