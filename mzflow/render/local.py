@@ -155,7 +155,15 @@ def _plain_pattern(pattern: exp.Expr, ilike: bool) -> bool:
             and (not ilike or pattern.this.isascii()))
 
 
+_SYMBOLS = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
+            exp.DPipe: "||", exp.Like: "LIKE", exp.ILike: "ILIKE", exp.Neg: "-",
+            exp.Case: "CASE", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
+            exp.NullSafeNEQ: "IS DISTINCT FROM"}
+
+
 def _what(node: exp.Expr) -> str:
+    if type(node) in _SYMBOLS:
+        return f"operator {_SYMBOLS[type(node)]}"
     if isinstance(node, exp.Anonymous):
         return f"function {node.name.lower()}"
     if isinstance(node, exp.Func):

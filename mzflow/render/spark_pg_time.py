@@ -224,13 +224,14 @@ def _extract(node: exp.Extract) -> exp.Expr:
         x = cast(x, "TIMESTAMP")
     n = exp.Literal.number
     year = fn("YEAR", x)
-    second = fn("EXTRACT", exp.Var(this="SECOND"), x)  # decimal(8,6): with the fraction
+    second = exp.Extract(this=exp.Var(this="SECOND"), expression=x.copy())  # decimal(8,6)
     values: dict[str, exp.Expr] = {
         "year": year, "month": fn("MONTH", x), "day": fn("DAY", x), "hour": fn("HOUR", x),
         "minute": fn("MINUTE", x), "quarter": fn("QUARTER", x), "doy": fn("DAYOFYEAR", x),
         "dow": op(exp.Sub, this=fn("DAYOFWEEK", x), expression=n(1)),
         "isodow": op(exp.Add, this=fn("WEEKDAY", x), expression=n(1)),
-        "week": fn("WEEKOFYEAR", x), "isoyear": fn("EXTRACT", exp.Var(this="YEAROFWEEK"), x),
+        "week": fn("WEEKOFYEAR", x),
+        "isoyear": exp.Extract(this=exp.Var(this="YEAROFWEEK"), expression=x.copy()),
         "second": second,
         "millisecond": op(exp.Mul, this=second, expression=n(1000)),
         "microsecond": op(exp.Mul, this=second, expression=n(1_000_000)),
