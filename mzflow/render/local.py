@@ -155,10 +155,10 @@ def _plain_pattern(pattern: exp.Expr, ilike: bool) -> bool:
             and (not ilike or pattern.this.isascii()))
 
 
-_SYMBOLS = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%",
-            exp.DPipe: "||", exp.Like: "LIKE", exp.ILike: "ILIKE", exp.Neg: "-",
-            exp.Case: "CASE", exp.NullSafeEQ: "IS NOT DISTINCT FROM",
-            exp.NullSafeNEQ: "IS DISTINCT FROM"}
+_SYMBOLS: dict[type[exp.Expr], str] = {
+    exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.DPipe: "||",
+    exp.Like: "LIKE", exp.ILike: "ILIKE", exp.Neg: "-", exp.Case: "CASE",
+    exp.NullSafeEQ: "IS NOT DISTINCT FROM", exp.NullSafeNEQ: "IS DISTINCT FROM"}
 
 
 def _what(node: exp.Expr) -> str:

@@ -158,9 +158,15 @@ def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa
 
     p = plan(snap, query)
     if not p.needs_spark:
-        rows = run_local(snap, p)
-        names = [c.name for c in p.bound.columns]
-        return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
+        try:
+            rows = run_local(snap, p)
+        except local.NotEvaluable:
+            if p.bound.system_tables:
+                raise
+            rows = None  # a constant the in-process path cannot evaluate: Spark can
+        if rows is not None:
+            names = [c.name for c in p.bound.columns]
+            return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
     with spark.registered(relations(p, warehouse, at)) as views:
         try:
             return spark.collect_arrow(spark.dataframe(p.query, views,
