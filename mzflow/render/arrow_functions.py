@@ -40,7 +40,9 @@ def evaluate(node: exp.Expr, table: pa.Table) -> Value | None:
     """``node``'s value, or None when this module does not evaluate it."""
     handler = _HANDLERS.get(type(node))
     if handler is None:
-        return None
+        from mzflow.render import arrow_strings
+
+        return arrow_strings.evaluate(node, table, _per_value)
     return handler(node, table)
 
 
