@@ -18,9 +18,11 @@ libm and Java's differ there).
 
 Known differences, accepted and counted (``test_zz_coverage_report`` prints them):
 - numeric field overflow (22003) where a value needs more than Delta's 38 digits;
-- a numeric quotient keeps 16 places, so a tiny one is 0 (and may divide by zero);
+- a numeric quotient keeps 16 places, so a tiny one is 0 (and may then divide by zero
+  or have no logarithm);
 - Spark skips an operator's other operand once one is NULL, where PostgreSQL evaluates
-  (and fails on) it: accepted only when the in-process engine fails as PostgreSQL does.
+  (and fails on) it; and where two parts fail, Spark may report the other one first:
+  both accepted only when the in-process engine fails as PostgreSQL does.
 The generator leaves out what differs by design: upper/lower/initcap/ILIKE of
 non-ASCII text (the oracle's locale is C; mzflow maps case by Unicode) and casts of
 doubles to an unconstrained numeric (kept at 10 places in Delta).
@@ -409,10 +411,16 @@ def _judge(sql: str, ours: Outcome, want: Outcome, ops: frozenset[str], engine: 
         # Delta and Spark hold 38 digits, PostgreSQL's numeric about 130,000.
         TALLY.limits["38 digits"] += 1
         return None
-    if want.code is None and ours.code == "22012" and "/" in ops:
+    if want.code is None and ours.code in ("22012", "2201E", "2201F") and "/" in ops:
         # A numeric quotient keeps 16 decimal places (PostgreSQL's scale varies with the
-        # value): a tiny one is 0, and then divides by zero.
+        # value): a tiny one is 0, and then divides by zero or has no logarithm.
         TALLY.limits["16-place quotients"] += 1
+        return None
+    if engine == "spark" and want.code is not None and ours.code is not None and (
+            agree(in_process_outcome, want)):
+        # Two parts fail: Spark evaluates shared parts first (subexpression elimination),
+        # PostgreSQL left to right, as the in-process engine does.
+        TALLY.limits["which error first on Spark"] += 1
         return None
     if engine == "spark" and want.code is not None and ours.code is None and (
             in_process_outcome.code is not None):

@@ -50,12 +50,15 @@ def _math(node: exp.Expr) -> exp.Expr:
             (exp.and_(op(exp.EQ, this=x.copy(), expression=exp.Literal.number(1)),
                       exp.Not(this=exp.Is(this=y.copy(), expression=exp.null()))),
              double("1")),  # 1 ^ NaN is 1 (Spark: NaN)
+            (fn("ISNAN", y), double("NaN")),
+            (fn("ISNAN", x), exp.If(this=op(exp.EQ, this=y.copy(), expression=zero),
+                                    true=double("1"), false=double("NaN"))),
             (exp.And(this=op(exp.EQ, this=x.copy(), expression=zero),
                      expression=op(exp.LT, this=y.copy(), expression=zero)),
              fail("2201F", "zero raised to a negative power is undefined")),
             (exp.And(this=exp.And(this=op(exp.LT, this=x.copy(), expression=zero),
                                   expression=op(exp.NEQ, this=y.copy(),
-                                                     expression=fn("FLOOR", y))),
+                                                expression=_floor_double(y))),
                      expression=op(exp.NEQ, this=fn("ABS", y), expression=inf.copy())),
              fail("2201F", "a negative number raised to a non-integer power yields a "
                             "complex result")),
