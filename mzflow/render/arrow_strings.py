@@ -34,6 +34,8 @@ def _left(s: str, n: int) -> str:
 def _right(s: str, n: int) -> str:
     if n >= 0:
         return s[len(s) - n:] if n else ""
+    if n == -2**31:  # PostgreSQL negates it, overflows, and keeps the whole text
+        return s
     return s[-n:]
 
 

@@ -265,8 +265,10 @@ def _left_right(node: exp.Left | exp.Right) -> exp.Expr:
         rest = fn("SUBSTRING", s, exp.Literal.number(1),
                   fn("GREATEST", op(exp.Add, this=fn("CHAR_LENGTH", s), expression=n.copy()),
                      exp.Literal.number(0)))
-    else:
-        rest = fn("SUBSTRING", s, op(exp.Sub, this=exp.Literal.number(1), expression=n.copy()))
+    else:  # PostgreSQL negates -2**31, overflows, and keeps the whole text
+        rest = exp.If(this=op(exp.EQ, this=n.copy(), expression=exp.Literal.number(-2**31)),
+                      true=s.copy(), false=fn("SUBSTRING", s, op(
+                          exp.Sub, this=exp.Literal.number(1), expression=n.copy())))
     return exp.If(this=negative, true=rest, false=node.copy())
 
 

@@ -167,6 +167,8 @@ def _plus_interval(node: exp.Add | exp.Sub) -> exp.Expr:
     months, days, micros = parts
     sign = -1 if isinstance(node, exp.Sub) else 1
     out = value.copy()
+    if is_(operand(node, 0 if value is node.this else 1), exp.DType.DATE):
+        out = cast(out, "TIMESTAMP_NTZ")  # date + interval is a timestamp (Spark: a date)
     if months:
         out = op(exp.Add, this=out, expression=fn("MAKE_YM_INTERVAL", exp.Literal.number(0),
                                               exp.Literal.number(sign * months)))
