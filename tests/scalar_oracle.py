@@ -109,11 +109,14 @@ def same_value(a: Any, b: Any, ulps: int = 0) -> bool:
     if isinstance(a, Decimal) and isinstance(b, Decimal):
         if not (a.is_finite() and b.is_finite()):
             return str(a) == str(b)
-        places = min(-a.as_tuple().exponent, -b.as_tuple().exponent)  # type: ignore[operator]
-        quantum = Decimal(1).scaleb(-places)
-        with localcontext(Context(prec=200)):
-            return (a.quantize(quantum, rounding=ROUND_HALF_UP)
-                    == b.quantize(quantum, rounding=ROUND_HALF_UP))
+        ea, eb = -a.as_tuple().exponent, -b.as_tuple().exponent  # type: ignore[operator]
+        quantum = Decimal(1).scaleb(-min(ea, eb))
+        with localcontext(Context(prec=300_000)):  # PostgreSQL's numeric: 131072 digits
+            gap = abs(a.quantize(quantum, rounding=ROUND_HALF_UP)
+                      - b.quantize(quantum, rounding=ROUND_HALF_UP))
+        # Rounded at its own scale and then at the other's, a value may move one unit
+        # in that last place (43.66827237527655449 → …5545 → …555, PostgreSQL's …554).
+        return gap == 0 or (ea != eb and gap == quantum)
     if isinstance(a, float) and isinstance(b, float):
         if math.isnan(a) or math.isnan(b):
             return math.isnan(a) and math.isnan(b)

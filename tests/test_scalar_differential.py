@@ -213,7 +213,9 @@ BUILDERS: dict[str, list[tuple[str, Any]]] = {
     "numeric": [
         ("+", _binary("+", ("numeric", "numeric"))), ("-", _binary("-", ("numeric", "integer"))),
         ("*", _binary("*", ("numeric", "numeric"))), ("/", _binary("/", ("numeric", "integer"))),
-        ("%", _binary("%", ("numeric", "numeric"))),
+        # Not % of a numeric divisor: sqrt(0.05) has 16 places here, PostgreSQL's 17, and
+        # a 38-digit dividend turns that last digit into a different remainder.
+        ("%", _binary("%", ("numeric", "integer"))),
         ("unary -", _func("(- {0})", "numeric")), ("abs", _func("abs({0})", "numeric")),
         ("round", _func("round({0})", "numeric")),
         ("round(n, s)", lambda sub, draw, op: _lit(op, "round({0}, {x})", sub("numeric"),

@@ -35,6 +35,7 @@ from mzflow.render.spark_pg_base import (
     lit,
     op,
     operand,
+    paren,
     type_name,
 )
 
@@ -43,7 +44,10 @@ def rewrite(node: exp.Expr) -> exp.Expr:
     """``node`` as Spark SQL with PostgreSQL's result (``node`` itself if Spark's
     already is)."""
     handler = _REWRITES.get(type(node))
-    return handler(node) if handler is not None else node
+    new = handler(node) if handler is not None else node
+    # A function replaced by an operator (extract(isodow …) is WEEKDAY(x) + 1) keeps
+    # its place among its parent's operands.
+    return paren(new) if new is not node and type(new) is not type(node) else new
 
 
 # Spark's type names in CAST_INVALID_INPUT → PostgreSQL's, and the SQLSTATE its input

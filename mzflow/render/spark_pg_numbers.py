@@ -93,10 +93,13 @@ def _floor_double(x: exp.Expr) -> exp.Expr:
     """floor of a double, as a double: Spark's FLOOR gives a bigint (overflowing past
     2**63). x - pmod(x, 1) is exact (a double past 2**52 is whole); an infinity stays."""
     whole = op(exp.Sub, this=x.copy(), expression=fn("PMOD", x, double("1")))
-    # An infinity stays, and so does a zero (-0 - -0 would be +0).
+    # An infinity stays, and so does a zero (-0 - -0 would be +0); between -1 and 0,
+    # pmod's x + 1 may round to 1 (-5e-324 would stay itself).
     same = exp.or_(op(exp.EQ, this=fn("ABS", x), expression=double("Infinity")),
                    op(exp.EQ, this=x.copy(), expression=double("0")))
-    return exp.If(this=same, true=x.copy(), false=whole)
+    below = exp.and_(op(exp.LT, this=x.copy(), expression=double("0")),
+                     op(exp.GT, this=x.copy(), expression=double("-1")))
+    return case((same, x.copy()), (below, double("-1")), default=whole)
 
 
 def _ceil_double(x: exp.Expr) -> exp.Expr:
