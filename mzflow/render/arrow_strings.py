@@ -41,11 +41,13 @@ def _right(s: str, n: int) -> str:
 
 def _pad(left: bool) -> Callable[..., str]:
     def pad(s: str, n: int, fill: str = " ") -> str:
-        if n > _MAX_CHARS:
-            raise _too_long()
         if n <= 0:
             return ""
-        if len(s) >= n or fill == "":
+        if fill == "":  # nothing to pad with: PostgreSQL's length check never comes
+            return s[:n]
+        if n > _MAX_CHARS:
+            raise _too_long()
+        if len(s) >= n:
             return s[:n]
         extra = (fill * (n // len(fill) + 1))[:n - len(s)]
         return extra + s if left else s + extra

@@ -250,8 +250,11 @@ def _too_long(n: exp.Expr) -> exp.Expr:
 
 
 def _pad(node: exp.Pad) -> exp.Expr:
-    n = node.expression
-    return case((_too_long(n), fail("54000", "requested length too large")), default=node.copy())
+    n, fill = node.expression, node.args.get("fill_pattern")
+    # With nothing to pad with, PostgreSQL only cuts the text: no length check.
+    long = _too_long(n) if fill is None else exp.and_(
+        _too_long(n), op(exp.NEQ, this=fill, expression=lit("")))
+    return case((long, fail("54000", "requested length too large")), default=node.copy())
 
 
 def _repeat(node: exp.Repeat) -> exp.Expr:
