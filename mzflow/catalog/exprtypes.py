@@ -26,7 +26,8 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from mzflow.errors import Error, UnknownFunction, Unsupported
+from mzflow.errors import Error, TypeMismatch, UnknownFunction, Unsupported
+from mzflow.sql import to_char
 from mzflow.sql.parse import DIALECT
 
 INTEGERS = ("smallint", "integer", "bigint")
@@ -47,6 +48,10 @@ _SQLGLOT_NAMES = {
     "TIMESTAMP": "timestamp without time zone", "TIMESTAMPTZ": "timestamp with time zone",
     "VARBINARY": "bytea", "JSONB": "jsonb", "INTERVAL": "interval",
 }
+
+
+class CannotCoerce(TypeMismatch):
+    code = "42846"  # cannot_coerce: no cast between the two types
 
 
 def display_name(t: str) -> str:
@@ -192,7 +197,9 @@ def common(types: list[str]) -> str | None:
     if bases <= set(INTEGERS) | {"numeric"} | set(FLOATS):
         return "double precision"
     if bases <= set(TEXT_TYPES):
-        return "text"
+        # text and varchar convert to each other implicitly: PostgreSQL keeps the first
+        # (CASE lists its ELSE first).
+        return "character varying" if base(known[0]) == "character varying" else "text"
     if bases <= {"timestamp without time zone", "timestamp with time zone", "date"}:
         return ("timestamp with time zone" if "timestamp with time zone" in bases
                 else "timestamp without time zone")
@@ -235,7 +242,7 @@ _BOOLEAN = (exp.Predicate, exp.Connector, exp.Not, exp.Exists, exp.Boolean)
 _TEXT_FUNCS = (exp.Upper, exp.Lower, exp.Substring, exp.Trim, exp.Concat, exp.ConcatWs,
                exp.DPipe, exp.Replace, exp.Left, exp.Right, exp.Pad, exp.Initcap, exp.MD5,
                exp.SplitPart, exp.TimeToStr, exp.Reverse, exp.Repeat, exp.Chr,
-               exp.RegexpReplace)
+               exp.RegexpReplace, exp.ToChar)
 _INT_FUNCS = (exp.Length, exp.StrPosition, exp.Ascii)
 _SAME_AS_ARG = (exp.Abs, exp.Neg, exp.Paren, exp.Sign)
 _FLOAT_FUNCS = (exp.Sqrt, exp.Ln, exp.Exp, exp.Log, exp.Pow)
@@ -271,8 +278,17 @@ class Typer:
         if isinstance(node, exp.Null):
             return UNKNOWN
         if isinstance(node, exp.Cast | exp.TryCast):
-            self.infer(node.this)
-            return from_sqlglot(node.to)
+            arg = self.infer(node.this)
+            self._record(node, [arg])
+            to = from_sqlglot(node.to)
+            pair = {base(arg), base(to)}
+            if "boolean" in pair and len(pair) == 2 and not pair & {
+                    "integer", UNKNOWN, *TEXT_TYPES}:
+                raise CannotCoerce(f"cannot cast type {display_name(arg)} to "
+                                   f"{display_name(to)}")
+            if to in ("text", "character varying"):
+                _text_of_columns(node, [arg], "a cast to text")
+            return to
         if isinstance(node, exp.Window):
             return self._window(node)
         if isinstance(node, exp.Subquery | exp.Select | exp.SetOperation):
@@ -284,12 +300,18 @@ class Typer:
             left, right = self.infer(node.left), self.infer(node.right)
             if isinstance(node, exp.Div):
                 node.meta[OPERANDS] = (to_sqlglot(left), to_sqlglot(right))
+            elif isinstance(node, exp.Sub | exp.Add):
+                self._record(node, [left, right])
+            if isinstance(node, exp.Mod) and {base(left), base(right)} & set(FLOATS):
+                # PostgreSQL has no % for real or double precision.
+                raise UnknownFunction(f"operator does not exist: {display_name(left)} % "
+                                      f"{display_name(right)}")
             return arithmetic(type(node), left, right)
         if isinstance(node, exp.IntDiv):
             args = self._args(node)
             return common(args)
         if isinstance(node, _BOOLEAN):
-            self._args(node)
+            self._record(node, self._args(node))
             return "boolean"
         if isinstance(node, exp.Distinct):
             return common(self._args(node))
@@ -312,7 +334,7 @@ class Typer:
                 self.infer(when.this)
             results = [self.infer(w.args["true"]) for w in node.args.get("ifs") or []]
             if node.args.get("default") is not None:
-                results.append(self.infer(node.args["default"]))
+                results.insert(0, self.infer(node.args["default"]))  # PostgreSQL's order
             return common(results)
         if isinstance(node, exp.If):
             self.infer(node.this)
@@ -323,8 +345,15 @@ class Typer:
         if isinstance(node, exp.Coalesce | exp.Greatest | exp.Least):
             return common(self._args(node))
         if isinstance(node, exp.Nullif):
-            first = self._args(node)[0]
-            return "text" if first == UNKNOWN else unconstrained(first)
+            args = self._args(node)
+            self._record(node, args)
+            first = args[0]
+            return "text" if first == UNKNOWN else first  # the first argument's, modifiers kept
+        if isinstance(node, exp.Sign):
+            arg = self.infer(node.this)
+            self._record(node, [arg])
+            # sign(numeric) is numeric (-1, 0, 1); every other number goes to double.
+            return numeric(0) if base(arg) == "numeric" else "double precision"
         if isinstance(node, _SAME_AS_ARG):
             arg = self.infer(node.this)
             return None if arg == UNKNOWN else unconstrained(arg)
@@ -332,22 +361,45 @@ class Typer:
             return self._rounding(node)
         if isinstance(node, _FLOAT_FUNCS):
             args = self._args(node)
-            return numeric(DIV_SCALE) if all(base(a) == "numeric" for a in args[:1]) else (
-                "double precision")
+            exact = any(base(a) == "numeric" for a in args) if isinstance(
+                node, exp.Pow | exp.Log) else base(args[0]) == "numeric"
+            if isinstance(node, exp.Log) and len(args) == 2:
+                exact = True  # log(b, x) exists for numeric only
+            if exact and node.find(exp.Column):
+                # Spark computes these in double precision: 16 digits PostgreSQL's exact
+                # numerics would not match. Constants are computed in process, exactly.
+                name = _FUNCTION_NAMES.get(type(node), node.key)
+                raise Unsupported(f"function {name}(numeric) of column values is not "
+                                  "supported yet",
+                                  hint="cast its argument to double precision")
+            return numeric(DIV_SCALE) if exact else "double precision"
         if isinstance(node, _TEXT_FUNCS):
-            self._args(node)
+            args = self._args(node)
+            self._record(node, args)
+            if isinstance(node, exp.ToChar):
+                _check_to_char(node, args[0] if args else UNKNOWN)
+            if isinstance(node, exp.Initcap) and node.find(exp.Column):
+                # Spark's capitalizes after white space only, by Unicode's rules.
+                raise Unsupported("function initcap of column values is not supported yet")
+            if isinstance(node, exp.Concat | exp.DPipe):
+                _text_of_columns(node, args, "concat" if isinstance(node, exp.Concat) else "||")
             return "text"
         if isinstance(node, _INT_FUNCS):
             self._args(node)
             return "integer"
         if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
             arg = self.infer(node.this)
+            self._record(node, [arg])
             if base(arg) == "date":
                 return "timestamp with time zone"  # PostgreSQL's date → timestamptz
             return base(arg) if base(arg) in ("timestamp without time zone",
                                                "timestamp with time zone", "interval") else None
         if isinstance(node, exp.Extract):
-            self.infer(node.expression)
+            arg = self.infer(node.expression)
+            self._record(node, [arg])
+            unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
+            if base(arg) == "date" and unit.rstrip("s") in _TIME_UNITS:
+                raise Unsupported(f'unit "{unit}" not supported for type date')
             return numeric(0) if not _fractional(node) else numeric(6)
         if isinstance(node, exp.CurrentTimestamp):
             return "timestamp with time zone"
@@ -359,6 +411,14 @@ class Typer:
             self._args(node)
             return None
         return None
+
+    @staticmethod
+    def _record(node: exp.Expr, args: list[str]) -> None:
+        """Keep the operand types on the node for the renderer (``render/spark_pg.py``;
+        None: an unknown-typed literal): lowering to the IR renames columns, and new
+        column nodes carry no type."""
+        node.meta[OPERANDS] = tuple(to_sqlglot(a) if base(a) != UNKNOWN else None
+                                    for a in args)
 
     def _window(self, node: exp.Window) -> str | None:
         for part in node.args.get("partition_by") or []:
@@ -379,6 +439,7 @@ class Typer:
 
     def _rounding(self, node: exp.Expr) -> str | None:
         arg = self.infer(node.this)
+        self._record(node, [arg])
         digits = node.args.get("decimals")
         if digits is not None:
             self.infer(digits)
@@ -394,6 +455,32 @@ class Typer:
         return None
 
 
+_FUNCTION_NAMES = {exp.Pow: "power", exp.Log: "log", exp.Ln: "ln", exp.Exp: "exp",
+                   exp.Sqrt: "sqrt"}
+
+
+def _text_of_columns(node: exp.Expr, args: list[str], what: str) -> None:
+    """A double's text is its shortest digits (float8out); Spark's Java digits differ
+    ("1.0", "1.0E16") and cannot be fixed in Spark SQL. Constants are converted in
+    process."""
+    for arg, operand in zip(args, node.iter_expressions(), strict=False):
+        if base(arg) in FLOATS and operand.find(exp.Column):
+            raise Unsupported(f"{what} of {arg} column values is not supported yet",
+                              hint="cast to numeric first, e.g. x::numeric::text")
+
+
+def _check_to_char(node: exp.ToChar, arg: str) -> None:
+    """Refuse now what neither engine prints as PostgreSQL does."""
+    template = node.args.get("format")
+    if base(arg) not in ("timestamp without time zone", "timestamp with time zone", "date",
+                         UNKNOWN):
+        raise Unsupported(f"to_char({display_name(arg)}, text) is not supported yet")
+    if not (isinstance(template, exp.Literal) and template.is_string):
+        raise Unsupported("to_char with a template that is not a constant is not supported "
+                          "yet")
+    to_char.parse(template.this)
+
+
 def _literal(node: exp.Literal) -> str:
     if node.is_string:
         return UNKNOWN
@@ -406,10 +493,14 @@ def _literal(node: exp.Literal) -> str:
     return numeric(len(text.split(".")[1]) if "." in text else 0)
 
 
+_TIME_UNITS = ("hour", "minute", "second", "millisecond", "microsecond", "timezone",
+               "timezone_hour", "timezone_minute")
+
+
 def _fractional(node: exp.Extract) -> bool:
     unit = node.this.name.lower() if isinstance(node.this, exp.Var | exp.Identifier) else ""
-    return unit in ("second", "seconds", "epoch", "milliseconds", "microseconds",
-                    "julian")
+    return unit in ("second", "seconds", "epoch", "millisecond", "milliseconds",
+                    "microsecond", "microseconds", "julian")
 
 
 def refuse(node: exp.Expr) -> Error:

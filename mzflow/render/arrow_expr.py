@@ -24,6 +24,7 @@ from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
 from mzflow.errors import TypeMismatch, UnknownColumn, UnknownFunction, Unsupported
 from mzflow.render.spark import EvaluationError, evaluation_error
 from mzflow.sql.parse import DIALECT
+from mzflow.storage import rows
 from mzflow.storage.types import parse_type
 
 
@@ -120,7 +121,10 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
     if isinstance(node, exp.Like | exp.ILike | exp.Escape):
         return _like(node, table)
     if type(node) in _ARITH:
-        return _arith(*_ARITH[type(node)], ev(node.this), ev(node.expression))
+        a, b = ev(node.this), ev(node.expression)
+        if isinstance(node, exp.Add | exp.Sub) and _fn().is_dated(a, b):
+            return _fn().date_arith(node, a, b, table.num_rows)
+        return _arith(*_ARITH[type(node)], a, b)
     if isinstance(node, exp.Div) and isinstance(node.type, exp.DataType):
         return _divide(node, ev(node.this), ev(node.expression), table.num_rows)
     if isinstance(node, exp.Neg | exp.Abs):
@@ -155,12 +159,22 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
             if isinstance(vals[-1], Unknown) or (isinstance(vals[-1], pa.Scalar)
                                                  and vals[-1].is_valid):
                 # The planner drops what follows a constant: typed, never run.
-                rest = [_eval(a, table.slice(0, 0)) for a in args[k + 1:]]
+                rest = [typed_only(a, table) for a in args[k + 1:]]
                 vals += [v if isinstance(v, pa.Scalar | Unknown) else pa.scalar(None, v.type)
                          for v in rest]
                 break
         return pc.coalesce(*_unify(vals, "COALESCE"))
+    found = _fn().evaluate(node, table)
+    if found is not None:
+        return found
     raise _unsupported(node)
+
+
+def _fn() -> Any:
+    """render/arrow_functions.py: more functions, built on this module's helpers."""
+    from mzflow.render import arrow_functions
+
+    return arrow_functions
 
 
 def _connective(node: exp.And | exp.Or, table: pa.Table) -> Data:
@@ -189,6 +203,16 @@ def _connective(node: exp.And | exp.Or, table: pa.Table) -> Data:
             needed = pc.fill_null(result if is_and else pc.invert(result), True)
             result = combine(result, _bool(_lazy(op, table, needed), name))
     return result
+
+
+def typed_only(node: exp.Expr, table: pa.Table) -> Value:
+    """``node`` typed but not run, as PostgreSQL's planner treats a part it drops (after
+    a constant COALESCE argument, a constant CASE condition): NULL of its type; a
+    constant that fails contributes no type."""
+    try:
+        return _eval(node, table.slice(0, 0))
+    except EvaluationError:
+        return pa.scalar(None)
 
 
 def _operands(node: exp.Expr, cls: type) -> list[exp.Expr]:
@@ -498,7 +522,15 @@ def quotient(a: Data, b: Data, scale: int, digits: int, n: int) -> Data:
     return pa.scalar(out[0], t) if scalar else pa.array(out, t)
 
 
+def cast(v: Value, to: exp.DataType) -> Data:
+    """``v`` cast to ``to`` as PostgreSQL casts (Unsupported where not known)."""
+    return _cast(v, to)
+
+
 def _cast(v: Value, to: exp.DataType) -> Data:
+    found = _fn().cast(v, to)
+    if found is not None:
+        return found
     if to.is_type("decimal") and not to.expressions:  # numeric: every digit kept
         v = _parse(v, pa.decimal128(38, 0)) if isinstance(v, Unknown) else v
         if _kind(v.type) in ("int", "null"):
@@ -599,11 +631,8 @@ def _number(text: str) -> pa.Scalar | Wide:
 
 
 _NUM = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*", re.I | re.A)
-_TS = re.compile(r"\s*(\d{4}-\d\d-\d\d)(?:[ T]([01]\d|2[0-3]):([0-5]\d)(?::([0-5]\d)"
-                 r"(?:\.(\d{1,6}))?)?)?\s*(z|[+-]\d\d(?::?\d\d)?)?\s*", re.I | re.A)
 _WS = " \t\n\r\f\v"  # what PostgreSQL's input functions skip: C's isspace()
 _OTHER_FORMS = re.compile(r"_|^\s*[+-]?0[xob]|nan|inf", re.I)  # 1_000, 0x1F, NaN: refused
-_BOOL = ((True, ("true", "yes", "on", "1")), (False, ("false", "no", "off", "0")))
 
 
 def _parse(text: str, t: pa.DataType) -> pa.Scalar:
@@ -635,27 +664,23 @@ def _parse(text: str, t: pa.DataType) -> pa.Scalar:
         if num and (pc.is_inf(v).as_py() or (v.as_py() == 0 and Decimal(num.group(1)) != 0)):
             raise _fail(f'"{text}" is out of range for type {_pg(t)}', "22003")
         return v
-    if k == "bool":  # any unambiguous prefix, as boolin
-        word = text.strip(_WS).lower()
-        for value, words in _BOOL:
-            if word and word != "o" and any(w.startswith(word) for w in words):
-                return pa.scalar(value)
-        raise invalid
-    ts = _TS.fullmatch(text) if k == "time" else None
-    if ts:
+    if k == "bool":
         try:
-            v = dt.datetime.combine(dt.date.fromisoformat(ts.group(1)), dt.time(
-                int(ts.group(2) or 0), int(ts.group(3) or 0), int(ts.group(4) or 0),
-                int((ts.group(5) or "0").ljust(6, "0"))))
+            return pa.scalar(rows.parse_bool(text))
         except ValueError:
+            raise invalid from None
+    if k == "time":
+        try:
+            v, offset = rows.parse_timestamp(text)
+        except rows.OutOfRangeTime:
             raise _fail(f'date/time field value out of range: "{text}"', "22008") from None
-        zone = (ts.group(6) or "z").lower()
-        if getattr(t, "tz", None) and zone != "z":  # no zone: the session's, always UTC
-            sign = -1 if zone[0] == "-" else 1
-            v -= sign * dt.timedelta(hours=int(zone[1:3]),
-                                     minutes=int(zone[-2:]) if len(zone) > 3 else 0)
-        # PostgreSQL ignores a zone given to a timestamp, and a time given to a date.
-        return pa.scalar(v.date() if pa.types.is_date(t) else v, t)
+        except ValueError:
+            v, offset = None, None
+        if v is not None:
+            if getattr(t, "tz", None) and offset:  # no zone: the session's, always UTC
+                v -= dt.timedelta(seconds=offset)
+            # PostgreSQL ignores a zone given to a timestamp, and a time given to a date.
+            return pa.scalar(v.date() if pa.types.is_date(t) else v, t)
     if k in ("dec", "float"):
         raise invalid
     raise Unsupported(f"EXPECT cannot read '{text}' as {_pg(t)} yet"

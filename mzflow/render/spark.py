@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
-from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction
+from mzflow.errors import Error, OutOfMemory, SparkFailure, UnknownFunction, Unsupported
 from mzflow.render import series
 from mzflow.render.aggregates import array_aggs
 from mzflow.storage.types import parse_type, python_values
@@ -508,13 +508,20 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
     - ``round`` of a double rounds half to even (C's rint), as Spark's ``bround`` does.
     - An explicit cast to ``varchar(n)`` cuts the text to ``n`` characters.
     - ``array_agg`` keeps NULLs and its ORDER BY (``render/aggregates.py``).
+    - Casts, concatenation, substr, to_char and exp/ln/sqrt/power: ``render/spark_pg.py``.
     """
+    from mzflow.render import spark_pg  # functions, operators, casts: a module of its own
+
     root = tree
-    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, exp.Cast))):
+    for node in reversed(list(tree.find_all(exp.Div, exp.Avg, exp.Round, *spark_pg.NODES))):
         if isinstance(node, exp.Div):
             new = _division(node)
-        elif isinstance(node, exp.Cast):
+            new = spark_pg.rewrite(node) if new is node else new
+        elif type(node) is exp.Cast:
             new = _to_varchar(node)
+            new = spark_pg.rewrite(node) if new is node else new
+        elif not isinstance(node, exp.Avg | exp.Round):
+            new = spark_pg.rewrite(node)
         elif isinstance(node, exp.Round):
             new = node
             if node.args.get("decimals") is None and node.is_type(exp.DType.DOUBLE):
@@ -764,10 +771,12 @@ def as_utc(v: Any) -> Any:
 
 
 _ERRORS = (  # Spark's error class → Materialize's message and PostgreSQL's SQLSTATE
-    (r"DIVIDE_BY_ZERO", "Evaluation error: division by zero", "22012"),
+    (r"DIVIDE_BY_ZERO|REMAINDER_BY_ZERO", "Evaluation error: division by zero", "22012"),
     (r"CAST_INVALID_INPUT.*?The value '([^']*)' of the type \"\w+\" cannot be cast to \"(\w+)\"",
      'Evaluation error: invalid input syntax for type {1}: "{0}"', "22P02"),
-    (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW",
+    # Arrow's words when a kept sum (a GROUP BY state) outgrows 38 digits
+    (r"ARITHMETIC_OVERFLOW|NUMERIC_VALUE_OUT_OF_RANGE|CAST_OVERFLOW|"
+     r"Decimal value does not fit in precision",
      "Evaluation error: numeric field overflow", "22003"),
     (rf"USER_RAISED_EXCEPTION\] ({series.ZERO_STEP})", "Evaluation error: {0}", "22023"),
 )
@@ -905,6 +914,8 @@ def _forget(dead: Any) -> None:
 
 def translate_error(e: Exception) -> Error:
     """Spark's exception → an mzflow error that reads like Materialize's."""
+    if isinstance(e, Error):  # refused while rendering the query, before Spark saw it
+        return e
     text = str(e)
     oom = _OOM_TEXT.search(text) is not None
     exit_code = _jvm_exit(e, oom)
@@ -928,6 +939,13 @@ def translate_error(e: Exception) -> Error:
         # The server's Spark stopped under the query (after an OutOfMemoryError Spark
         # stops its context, then the JVM exits with 52): the caller asks how it died.
         return SparkFailure(f"the Spark at {endpoint[0]} stopped: {text[:200]}")
+    from mzflow.render.spark_pg import raised
+
+    found = raised(text)
+    if found is not None:
+        return found
+    if re.search(r"year -?\d+ is out of range", text):  # Python's date type, collecting rows
+        return Unsupported("dates and timestamps after year 9999 are not supported yet")
     for pattern, message, code in _ERRORS:
         m = re.search(pattern, text, flags=re.S)
         if m:

@@ -117,7 +117,7 @@ def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
                 from mzflow.runtime import projections
                 found = projections.system_rows(table.name, snap, warehouse)
             tables[table.name] = ([c.name for c in sys_table.all_columns], found)
-    return local.run(p.query, tables)
+    return local.run(p.query, tables, [c.type for c in p.bound.columns])
 
 
 def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
@@ -158,9 +158,15 @@ def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa
 
     p = plan(snap, query)
     if not p.needs_spark:
-        rows = run_local(snap, p)
-        names = [c.name for c in p.bound.columns]
-        return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
+        try:
+            rows = run_local(snap, p)
+        except local.NotEvaluable:
+            if p.bound.system_tables:
+                raise
+            rows = None  # a constant the in-process path cannot evaluate: Spark can
+        if rows is not None:
+            names = [c.name for c in p.bound.columns]
+            return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
     with spark.registered(relations(p, warehouse, at)) as views:
         try:
             return spark.collect_arrow(spark.dataframe(p.query, views,

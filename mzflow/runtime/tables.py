@@ -54,6 +54,13 @@ class WriteResult:
     notices: tuple[str, ...] = ()
 
 
+def _constant(node: exp.Expr) -> Any:
+    """A constant expression's value, in process with PostgreSQL's semantics."""
+    from mzflow.render import arrow_constants
+
+    return arrow_constants.value(node).to_pylist()[0]
+
+
 def shard_of(warehouse: Path, item: Item) -> Shard:
     return Shard(paths.table(warehouse, item.id))
 
@@ -194,7 +201,7 @@ class TableWrites:
         chosen = [targets[i] for i in order if i is not None]
         if isinstance(source, exp.Values):
             try:
-                values = evaluate_rows(source)
+                values = evaluate_rows(source, _constant)
             except NotConstant:
                 values = None
             if values is not None:

@@ -14,6 +14,7 @@ from sqlglot import exp
 from sqlglot.dialects.materialize import Materialize
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.generators.materialize import MaterializeGenerator
+from sqlglot.helper import seq_get
 from sqlglot.parsers.materialize import MaterializeParser
 from sqlglot.tokens import TokenType
 
@@ -58,8 +59,11 @@ class MzParser(MaterializeParser):
         TokenType.ALTER: lambda self: self._parse_mz_alter(),
     }
 
+    # to_char keeps PostgreSQL's template as written: sqlglot's TimeToStr converts it to
+    # strftime's codes and loses what those lack (MS, FM, Month's padding).
     FUNCTIONS = {
         **MaterializeParser.FUNCTIONS,
+        "TO_CHAR": lambda args: exp.ToChar(this=seq_get(args, 0), format=seq_get(args, 1)),
         "GENERATE_SERIES": lambda args: ast.GenerateSeries(expressions=args),
     }
 
@@ -67,6 +71,17 @@ class MzParser(MaterializeParser):
         **MaterializeParser.CONSTRAINT_PARSERS,
         "VERSION": lambda self: self._parse_version_added(),
     }
+
+    def _parse_interval_span(self, this: exp.Expr, parse_function_unit: bool = True
+                             ) -> exp.Interval:
+        """sqlglot reads INTERVAL '1 day 02:03:04' as INTERVAL '1' DAY, dropping what
+        follows its first number and unit; PostgreSQL reads the whole text."""
+        if this is not None and this.is_string:
+            text = this.name
+            pairs = exp.INTERVAL_STRING_RE.findall(text)
+            if len(pairs) == 1 and not exp.INTERVAL_STRING_RE.fullmatch(text):
+                return self.expression(exp.Interval(this=this))
+        return super()._parse_interval_span(this, parse_function_unit=parse_function_unit)
 
     def _parse_version_added(self) -> ast.VersionAdded:
         if not self._match_text_seq("ADDED"):

@@ -36,6 +36,10 @@ class OutOfRange(TypeMismatch):
     code = "22003"  # numeric_value_out_of_range
 
 
+class DateTimeOutOfRange(TypeMismatch):
+    code = "22008"  # datetime_field_overflow
+
+
 @dataclass(frozen=True)
 class Target:
     """A column of the table being written."""
@@ -55,8 +59,10 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
     if pa.types.is_integer(arrow):
         if isinstance(value, bool):
             raise ValueError
-        if isinstance(value, float | Decimal) and value != int(value):
-            raise ValueError
+        if isinstance(value, Decimal):  # PostgreSQL's numeric → integer rounds half away
+            return int(value.to_integral_value(rounding=ROUND_HALF_UP))
+        if isinstance(value, float):  # and float → integer half to even (rint)
+            return round(value)
         return int(value) if not isinstance(value, str) else int(value.strip())
     if pa.types.is_decimal(arrow):
         d = Decimal(str(value).strip())
@@ -70,20 +76,15 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
     if pa.types.is_boolean(arrow):
         if isinstance(value, bool):
             return value
-        text = str(value).strip().lower()
-        if text in ("t", "true", "yes", "on", "1"):
-            return True
-        if text in ("f", "false", "no", "off", "0"):
-            return False
-        raise ValueError
+        return parse_bool(str(value))
     if pa.types.is_string(arrow):
         return value if isinstance(value, str) else _text(value)
     if pa.types.is_binary(arrow):
-        return value if isinstance(value, bytes) else _bytea(str(value))
+        return value if isinstance(value, bytes) else bytea(str(value))
     if pa.types.is_date(arrow):
         if isinstance(value, dt.datetime):
             return value.date()
-        return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value).strip())
+        return value if isinstance(value, dt.date) else parse_timestamp(str(value))[0].date()
     if pa.types.is_timestamp(arrow):
         ts = value if isinstance(value, dt.datetime) else _parse_timestamp(str(value))
         if arrow.tz is None:
@@ -93,10 +94,23 @@ def _convert(value: Any, sql_type: str, arrow: pa.DataType) -> Any:
     raise ValueError
 
 
+_BOOL = ((True, ("true", "yes", "on", "1")), (False, ("false", "no", "off", "0")))
+
+
+def parse_bool(text: str) -> bool:
+    """PostgreSQL's boolin: any unambiguous prefix of its words, case and surrounding
+    white space ignored (``of`` is off; ``o`` is ambiguous). ValueError otherwise."""
+    word = text.strip(" \t\n\r\f\v").lower()
+    for value, words in _BOOL:
+        if word and word != "o" and any(w.startswith(word) for w in words):
+            return value
+    raise ValueError(text)
+
+
 _NUMERIC = Context(prec=2 * 38 + 1, rounding=ROUND_HALF_UP)
 
 
-def _bytea(text: str) -> bytes:
+def bytea(text: str) -> bytes:
     """PostgreSQL's bytea input: ``\\x`` then hex digits, else the escape format
     (``\\\\`` for a backslash, ``\\nnn`` for an octal byte, anything else as UTF-8)."""
     if text.startswith("\\x"):
@@ -125,11 +139,51 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+# PostgreSQL's ISO 8601 forms: one- or two-digit fields, a space or T before the time,
+# any fraction of a second (rounded to microseconds), a zone as Z, UTC or an offset.
+TIMESTAMP = re.compile(
+    r"\s*(\d{4,})-(\d\d?)-(\d\d?)(?:(?:\s+|T)(\d\d?):(\d\d?)(?::(\d\d?)(?:\.(\d*))?)?)?"
+    r"\s*(z|utc|gmt|[+-]\d\d?(?::?\d\d)?)?\s*", re.I | re.A)
+
+
+class OutOfRangeTime(ValueError):
+    """A well-formed date or time with a field out of range (PostgreSQL's 22008)."""
+
+
+def parse_timestamp(text: str) -> tuple[dt.datetime, int | None]:
+    """A timestamp in PostgreSQL's ISO forms → (naive datetime, its zone's offset in
+    seconds east of UTC or None). ValueError if the text is not one of those forms,
+    :class:`OutOfRangeTime` if a field is out of range. 24:00:00 is the next midnight
+    and second 60 the next minute, as PostgreSQL reads them."""
+    m = TIMESTAMP.fullmatch(text)
+    if m is None:
+        raise ValueError(text)
+    year, month, day, hour, minute, second = (int(g or 0) for g in m.groups()[:6])
+    fraction = Decimal("0." + (m.group(7) or "0")).quantize(Decimal("0.000001"))
+    try:
+        date = dt.date(year, month, day)
+        if hour > 24 or minute > 59 or second > 60 or (
+                hour == 24 and (minute or second or fraction)):
+            raise ValueError
+    except ValueError:
+        raise OutOfRangeTime(text) from None
+    value = dt.datetime.combine(date, dt.time()) + dt.timedelta(
+        hours=hour, minutes=minute, seconds=second, microseconds=int(fraction * 1_000_000))
+    zone = (m.group(8) or "").lower()
+    if zone in ("", ):
+        return value, None
+    if zone in ("z", "utc", "gmt"):
+        return value, 0
+    digits = zone[1:].replace(":", "")
+    hours, minutes = (int(digits[:-2]), int(digits[-2:])) if len(digits) > 2 else (
+        int(digits), 0)
+    return value, (-1 if zone[0] == "-" else 1) * (hours * 3600 + minutes * 60)
+
+
 def _parse_timestamp(text: str) -> dt.datetime:
-    text = text.strip()
-    if len(text) == 10:
-        return dt.datetime.combine(dt.date.fromisoformat(text), dt.time())
-    return dt.datetime.fromisoformat(text.replace(" ", "T", 1))
+    value, offset = parse_timestamp(text)
+    return value if offset is None else value.replace(
+        tzinfo=dt.timezone(dt.timedelta(seconds=offset)))
 
 
 def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.Table:
@@ -142,6 +196,9 @@ def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.
             value = row[j]
             try:
                 converted = _convert(value, target.type, arrow)
+            except OutOfRangeTime:
+                raise DateTimeOutOfRange(f'date/time field value out of range: "{value}"',
+                                         detail=_where(i, target.name)) from None
             except (ValueError, TypeError, InvalidOperation, OverflowError):
                 raise InvalidTextRepresentation(
                     f'invalid input syntax for type {target.type}: "{value}"',
