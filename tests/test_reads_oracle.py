@@ -187,16 +187,19 @@ def test_unconstrained_numeric_keeps_its_digits(conn: mzflow.Connection) -> None
     assert got == [Decimal("0.000000000001"), Decimal("3.14159265358979")]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "unconstrained numeric is decimal(38,10) (storage.types.NUMERIC_DEFAULT) and Spark's "
-    "decimal rules (spark.sql.decimalOperations.allowPrecisionLoss) cut a product's scale "
-    "to 6 before it is cast to the scale PostgreSQL gives it: n * 2 for 1.0123456789 "
-    "gives 2.0246910000, n * n 1.02484400000000000000; PostgreSQL is exact"))
 def test_numeric_arithmetic_is_exact(conn: mzflow.Connection) -> None:
-    conn.execute("CREATE TABLE arith_n (n numeric)")
-    conn.execute("INSERT INTO arith_n VALUES (1.0123456789)")
-    assert conn.execute("SELECT n * 2, n * n FROM arith_n").rows == [
-        (Decimal("2.0246913578"), Decimal("1.02484377358750190521"))]
+    """Spark cut a product's scale to 6 where the operands' declared digits add past 38
+    (an unconstrained numeric is decimal(38,10)): n * 2 gave 2.0246910000."""
+    conn.execute("CREATE TABLE arith_n (n numeric, m numeric(20,4))")
+    conn.execute("INSERT INTO arith_n VALUES (1.0123456789, 12345.6789)")
+    assert conn.execute("SELECT n * 2, n * n, n * m, 2.5 * n FROM arith_n").rows == [
+        (Decimal("2.0246913578"), Decimal("1.02484377358750190521"),
+         Decimal("12498.09468750190521"), Decimal("2.53086419725"))]
+    # A product whose operands do not fit the digits left is an error, never rounded.
+    conn.execute("INSERT INTO arith_n VALUES (12345678901.5, 1)")
+    with pytest.raises(mzflow.Error) as info:
+        conn.execute("SELECT n * n FROM arith_n")
+    assert info.value.code == "22003"
 
 
 def test_negative_numeric_literal_keeps_its_digits(conn: mzflow.Connection) -> None:

@@ -300,7 +300,7 @@ class Typer:
             left, right = self.infer(node.left), self.infer(node.right)
             if isinstance(node, exp.Div):
                 node.meta[OPERANDS] = (to_sqlglot(left), to_sqlglot(right))
-            elif isinstance(node, exp.Sub | exp.Add):
+            else:
                 self._record(node, [left, right])
             if isinstance(node, exp.Mod) and {base(left), base(right)} & set(FLOATS):
                 # PostgreSQL has no % for real or double precision.

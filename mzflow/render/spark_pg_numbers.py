@@ -213,6 +213,47 @@ def widened(node: exp.Expr) -> exp.Expr:
     return out
 
 
+def product(node: exp.Mul) -> exp.Expr:
+    """``a * b`` of decimals at PostgreSQL's scale (the sum of the operands'). Where the
+    operands' declared digits add past 38, Spark cuts the product's scale, to 6 at
+    worst (an unconstrained numeric, decimal(38,10), times 2 lost 4 places). The
+    operands are cast first to types whose digits fit: each keeps its scale, the
+    integer digits left over are shared, a literal keeping just the ones it has. A
+    value too large for its share fails (numeric field overflow), never rounds."""
+    if is_(node.type, *FLOATS):
+        return float_checked(node)
+    a, b = _digits(operand(node, 0)), _digits(operand(node, 1))
+    if a is None or b is None or not is_(node.type, exp.DType.DECIMAL):
+        return node
+    scale = a[1] + b[1]
+    whole = (a[0] - a[1]) + (b[0] - b[1]) + 1
+    if whole + scale <= 38 or scale <= 6:
+        return node  # Spark's own type keeps the scale (6 places survive its cut)
+    budget = 38 - scale - 1  # integer digits both operands may have between them
+    if budget < 2:
+        return node  # no room: Spark's rounding stands (a scale past 36 is refused earlier)
+    needs = [_literal_digits(node.this) or a[0] - a[1], _literal_digits(node.expression)
+             or b[0] - b[1]]
+    small = 0 if needs[0] <= needs[1] else 1
+    share = [0, 0]
+    share[small] = min(needs[small], budget // 2)
+    share[1 - small] = min(needs[1 - small], budget - share[small])
+    out = node.copy()
+    out.set("this", _as(node.this, share[0] + a[1], a[1]))
+    out.set("expression", _as(node.expression, share[1] + b[1], b[1]))
+    return out
+
+
+def _literal_digits(e: exp.Expr) -> int | None:
+    """The integer digits a numeric literal has (at least 1), else None."""
+    inner = e.this if isinstance(e, exp.Paren | exp.Neg) else e
+    if isinstance(inner, exp.Literal) and not inner.is_string:
+        digits = inner.this.lstrip("-").split(".")[0].lstrip("0")
+        if "e" not in inner.this.lower():
+            return max(1, len(digits))
+    return None
+
+
 def _in(node: exp.In) -> exp.Expr:
     if not node.expressions or not is_(node.type, exp.DType.BOOLEAN):
         return node
@@ -263,7 +304,7 @@ def _as_compare(node: exp.Expr) -> exp.Expr:
 REWRITES: dict[type[exp.Expr], Callable[[exp.Expr], exp.Expr]] = {
     **dict.fromkeys((exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ,
                      exp.NullSafeNEQ, exp.Mod), widened),
-    exp.In: _in, exp.Mul: float_checked, exp.Div: float_checked,  # type: ignore[dict-item]
+    exp.In: _in, exp.Mul: product, exp.Div: float_checked,  # type: ignore[dict-item]
     **dict.fromkeys((exp.Coalesce, exp.Greatest, exp.Least, exp.Case, exp.If, exp.Nullif),
                     _unified),
     exp.Sign: _sign,  # type: ignore[dict-item]
