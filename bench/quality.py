@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from table_writes import orders_file  # bench/ is the script's folder
 
 import mzflow
-from mzflow.runtime import quality
+from mzflow.quality import validate as quality
 
 COLUMNS = "id bigint NOT NULL, customer int, amount numeric(12,2), note text"
 # Three column expectations: two SQL conditions and one Great Expectations type.

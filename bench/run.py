@@ -407,7 +407,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             strategy = [ln.strip() for ln in plan.splitlines() if "trateg" in ln]
             say(f"EXPLAIN {name}: {'; '.join(strategy[:2]) or plan.splitlines()[0]}")
 
-        from mzflow.render import spark as mz_spark
+        from mzflow.engine import spark as mz_spark
 
         spark = mz_spark.session()
         ids = {name: str(item_id) for item_id, name in

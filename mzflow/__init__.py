@@ -30,7 +30,7 @@ from mzflow.errors import (
 )
 
 if TYPE_CHECKING:
-    from mzflow.runtime.session import Connection, Result, connect
+    from mzflow.session.connection import Connection, Result, connect
 
 __version__ = "0.1.0"
 
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
     # on an idle machine): only when it is used, so `mzflow --version`, `--help` and a
     # DAG file's parse do not pay for it.
     if name in ("Connection", "Result", "connect"):
-        from mzflow.runtime import session
+        from mzflow.session import connection as session
 
         return getattr(session, name)
     raise AttributeError(f"module 'mzflow' has no attribute {name!r}")

@@ -189,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except mzflow.Error as e:
         _print_error(e)
         return 1
-    from mzflow.render import spark
+    from mzflow.engine import spark
     from mzflow.shell.repl import spark_log
 
     # The JVM's start-up chatter and log4j's console go to a file, not the screen.
@@ -244,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
           full_refresh: bool = False) -> int:
     import mzflow
-    from mzflow.runtime import ticks
+    from mzflow.maintain import ticks
     from mzflow.shell.status import Status
 
     assert isinstance(conn, mzflow.Connection)
@@ -272,9 +272,9 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
 
 def _tick_on_service(args: argparse.Namespace) -> int | None:
     """``tick --cluster c`` run by the cluster's warm tick service, if it has one
-    (runtime/tick_service.py): this process then imports neither the runtime nor Spark.
+    (clusters/tick_service.py): this process then imports neither the runtime nor Spark.
     None: no service took it, so this process ticks as usual."""
-    from mzflow.runtime import tick_service
+    from mzflow.clusters import tick_service
 
     answer = tick_service.ask(args.home, args.catalog_url, args.cluster, {
         "op": "tick", "object": args.object, "at": args.at,
@@ -297,8 +297,7 @@ def _cluster(conn: object, args: argparse.Namespace) -> int:
     import datetime as dt
 
     import mzflow
-    from mzflow.runtime import cluster_servers as servers
-    from mzflow.runtime import tick_service
+    from mzflow.clusters import servers, tick_service
     from mzflow.shell.status import Status
 
     assert isinstance(conn, mzflow.Connection)
@@ -378,7 +377,7 @@ def _airflow(conn: object, args: argparse.Namespace) -> int:
 
 def _sink(conn: object, args: argparse.Namespace) -> int:
     import mzflow
-    from mzflow.runtime import sinks
+    from mzflow.sinks import export as sinks
 
     assert isinstance(conn, mzflow.Connection)
     try:
@@ -419,7 +418,7 @@ def _subscribe(conn: object, statement: str, poll: float) -> int:
 
 def _quality_docs(conn: object) -> int:
     import mzflow
-    from mzflow.runtime import quality
+    from mzflow.quality import validate as quality
 
     assert isinstance(conn, mzflow.Connection)
     runs = conn.store.expectation_runs()

@@ -28,10 +28,10 @@ class Config:
     # When set, CREATE/ALTER/DROP CLUSTER also sync this Airflow home's pools.
     airflow_home: Path | None = None
     # "managed": a SIZEd cluster's ticks run on its own warm Spark Connect server
-    # (runtime/cluster_servers.py); "in-process": on the process's Spark.
+    # (clusters/servers.py); "in-process": on the process's Spark.
     cluster_spark: str = "managed"
     cluster_idle_seconds: float = 900.0
-    # A read hold (runtime/holds.py) lapses this long after its holder last renewed it;
+    # A read hold (read/holds.py) lapses this long after its holder last renewed it;
     # a live holder renews it every third of that.
     read_hold_lease_seconds: float = 60.0
 

@@ -61,7 +61,7 @@ def rss() -> int:
 def histogram() -> dict[str, tuple[int, int]]:
     """The in-process JVM's live objects per class (``jcmd GC.class_histogram``, which
     runs a full collection first): class name → (instances, bytes)."""
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     pid = spark.session()._jvm.java.lang.ProcessHandle.current().pid()
     out = subprocess.run(["jcmd", str(pid), "GC.class_histogram"], capture_output=True,
@@ -95,7 +95,7 @@ def measure(step: int, began: float, modes: Counter[str], objects: Counter[str] 
             dump: Path | None) -> tuple[int, int]:
     import pyarrow as pa
 
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     gc.collect()
     heap, resident = spark.heap_after_gc(), rss()
@@ -113,7 +113,7 @@ def measure(step: int, began: float, modes: Counter[str], objects: Counter[str] 
             if str(p.getType()) == "Heap memory"), flush=True)
         show_histogram(classes, top)
     if dump is not None:  # --dump: the live heap, for a heap analyser
-        from mzflow.render import spark as sp
+        from mzflow.engine import spark as sp
 
         pid = sp.session()._jvm.java.lang.ProcessHandle.current().pid()
         dump.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 comparable outcomes: (type name, value) or the error's SQLSTATE.
 
 - ``postgres``: a real server (the ``pg_url`` fixture), the oracle;
-- ``in_process``: a constant SELECT planned and run by ``render/local.py``, which
+- ``in_process``: a constant SELECT planned and run by ``engine/local.py``, which
   must evaluate it in process (``arrow_constants`` folds it): falling back to Spark
   fails the comparison, so the in-process engine is really the one tested;
 - ``on_spark``: the same expression over the columns of a one-row table, which only
@@ -26,8 +26,8 @@ from typing import Any
 
 import mzflow
 from mzflow.catalog.exprtypes import display_name
+from mzflow.engine import local
 from mzflow.plan.query import plan
-from mzflow.render import local
 from mzflow.sql.parse import parse
 
 

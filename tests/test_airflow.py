@@ -722,7 +722,7 @@ def test_dag_test_ticks_run_on_the_clusters_warm_server(home: Path, airflow_db: 
                                                        tmp_path: Path) -> None:
     """Issue 18: the server `mzflow cluster start` warmed serves the DAG's ticks (the
     same process before and after), and each tick's commit says it ran there."""
-    from mzflow.runtime.ticks import SPARK_KEY, index_shard
+    from mzflow.maintain.ticks import SPARK_KEY, index_shard
 
     env = {**os.environ, "MZFLOW_HOME": str(home), "MZFLOW_CLUSTER_SPARK": "managed"}
     mzflow_cmd = str(Path(sys.executable).with_name("mzflow"))

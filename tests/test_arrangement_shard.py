@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from mzflow.runtime.tick import arrange
+from mzflow.maintain.tick import arrange
 from mzflow.storage.arrangement import ArrangementShard
 from mzflow.storage.delta import DIFF
 
@@ -131,7 +131,7 @@ def test_files_with_string_views_combine_with_plain_strings(tmp_path: Path) -> N
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from mzflow.runtime.tick.arrange import _rows_of
+    from mzflow.maintain.tick.arrange import _rows_of
     from mzflow.storage.delta import Shard
 
     path = tmp_path / "t"

@@ -184,7 +184,7 @@ def test_a_tick_killed_after_an_arrangement_commit_completes_exactly(tmp_path: P
     with _q3_shop(tmp_path, 300, seed=5) as (conn, shop):
         shop.batch(7)
         index = next(i for i in conn.store.snapshot().items if i.kind == "index")
-        from mzflow.runtime.ticks import index_shard
+        from mzflow.maintain.ticks import index_shard
         before = index_shard(conn.config.warehouse, index).version()
         child = subprocess.run([sys.executable, "-c", _CHILD, str(conn.config.home)],
                                env={**os.environ}, capture_output=True, timeout=600)

@@ -1,4 +1,4 @@
-"""render/arrow_expr.py: EXPECT conditions over Arrow with PostgreSQL's semantics.
+"""engine/arrow_expr.py: EXPECT conditions over Arrow with PostgreSQL's semantics.
 
 DuckDB is the oracle (it runs the same SQL over the same Arrow table); where DuckDB and
 PostgreSQL differ, the test says so and asserts PostgreSQL's answer.
@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mzflow.engine.arrow_expr import check, evaluate
 from mzflow.errors import Error, TypeMismatch, UnknownFunction, Unsupported
-from mzflow.render.arrow_expr import check, evaluate
 from mzflow.sql.parse import parse
 from mzflow.storage.types import parse_type
 
@@ -335,7 +335,7 @@ def test_check_accepts_every_supported_construct() -> None:
         "CAST(x AS bigint) = big AND price::int = x AND x::numeric(5,1) < price",
         "x::double precision > dbl AND x::text = name AND at::date = day",
         "\"Quoted\" = 'a'", "NULL", "TRUE",
-        # render/arrow_functions.py (checked against PostgreSQL by test_scalar_semantics)
+        # engine/arrow_functions.py (checked against PostgreSQL by test_scalar_semantics)
         "round(price) > 0 AND x % 2 = 0 AND name || 'x' = 'a' AND day::text <> ''",
         "CASE WHEN x > 0 THEN TRUE END AND price::text <> '' AND x::boolean",
         "at > '2024-01-01 24:00:00' AND substr(name, 2, 3) = concat(x, flag)",
@@ -476,8 +476,8 @@ def _division(result: str, operands: tuple[str, str]) -> Any:
 
 
 def test_a_bound_division_is_exact_and_rounds_half_away_from_zero() -> None:
-    from mzflow.render import arrow_expr
-    from mzflow.render.spark import EvaluationError
+    from mzflow.engine import arrow_expr
+    from mzflow.engine.spark import EvaluationError
 
     D = Decimal
     assert arrow_expr.quotient(pa.array([D(1), D(-1), D(1), None, D("0.5")]),

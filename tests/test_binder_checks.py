@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import mzflow
-from mzflow.runtime import reads
+from mzflow.read import reads
 from mzflow.sql.parse import parse_query
 
 psycopg2 = pytest.importorskip("psycopg2")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import mzflow
-from mzflow.runtime import ticks
+from mzflow.maintain import ticks
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 MZFLOW = str(Path(sys.executable).with_name("mzflow"))  # the installed command
@@ -84,13 +84,13 @@ def test_one_server_serves_every_tick_and_a_killed_one_is_replaced(home: Path) -
                            "--cluster", "etl"], capture_output=True, text=True, timeout=300)
     assert tick.returncode == 0, tick.stderr[-3000:]
     assert "1 rows changed" in tick.stdout
-    assert "pyspark" not in tick.stderr and "mzflow.runtime.session" not in tick.stderr
+    assert "pyspark" not in tick.stderr and "mzflow.session.connection" not in tick.stderr
     log = (home / "clusters" / "2" / "server.log").read_text()
     assert log.count("tick service: ticked") == 2, log[-3000:]
     assert server(home)["pid"] == first["pid"]  # the same server, warm
     # A session on the server keeps the SIZE's shuffle partitions (xsmall: 2), not the
     # in-process default of 4.
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     with spark.using(str(first["url"]), int(str(first["started_at"]))):
         assert spark.session().conf.get("spark.sql.shuffle.partitions") == "2"

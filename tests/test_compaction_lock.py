@@ -15,7 +15,7 @@ import pytest
 from deltalake import DeltaTable
 
 import mzflow
-from mzflow.runtime import maintenance
+from mzflow.maintain import compaction as maintenance
 from mzflow.storage import delta
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 import mzflow
-from mzflow.render import local
+from mzflow.engine import local
 from mzflow.sql.parse import parse
 
 
@@ -91,7 +91,7 @@ def test_insert_values_evaluates_constants_in_process(conn: mzflow.Connection) -
     conn.execute("INSERT INTO t VALUES (7.5::int8, '2020-01-01 1:2:3.789', 'of'), "
                  "(-7.5, TIMESTAMP '2020-1-2 3:04:05' + INTERVAL '1 day', 'yes')")
     # The read of a table runs on Spark: check the written rows through the shard.
-    from mzflow.runtime import tables
+    from mzflow.session import writes as tables
     from mzflow.storage.delta import ROWID
 
     item = conn.store.snapshot().find("t")

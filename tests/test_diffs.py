@@ -14,8 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from mzflow.render import diffs
-from mzflow.render.spark import session
+from mzflow.engine import diffs
+from mzflow.engine.spark import session
 from mzflow.storage.delta import COUNT, DIFF, KEY, IndexShard
 from mzflow.storage.types import arrow_schema, parse_type, spark_ddl
 
@@ -112,7 +112,7 @@ def test_arrow_tables_with_empty_batches_reach_spark_whole() -> None:
     """PySpark 4.3 drops rows after empty record batches (a filtered Delta scan of a
     state shard gives them: a group's retraction went missing). ``from_arrow`` sends
     one batch."""
-    from mzflow.render.spark import from_arrow
+    from mzflow.engine.spark import from_arrow
 
     one = pa.table({"a": [1]})
     table = pa.concat_tables([one.slice(0, 0), one.slice(0, 0), one, one])

@@ -12,8 +12,8 @@ import pytest
 
 import mzflow
 from mzflow.catalog import exprtypes
-from mzflow.render.spark import to_spark_sql
-from mzflow.runtime import reads
+from mzflow.engine.spark import to_spark_sql
+from mzflow.read import reads
 from mzflow.sql.parse import parse_query
 from mzflow.storage.types import float4, parse_type
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from mzflow.catalog.model import Cluster
+from mzflow.clusters import servers as cluster_servers
+from mzflow.engine import spark
 from mzflow.errors import OutOfMemory, SparkFailure
-from mzflow.render import spark
-from mzflow.runtime import cluster_servers
 
 # What pyspark raised at TPC-H SF 1 on a 1 GB driver (the JVM's own words are further
 # down the text).
@@ -110,7 +110,7 @@ def test_a_server_dying_slowly_is_still_seen_dying_of_memory(tmp_path: Path) -> 
 _CHILD = textwrap.dedent("""
     import json, sys
     import mzflow
-    from mzflow.runtime import ticks
+    from mzflow.maintain import ticks
 
     s = mzflow.connect()
     s.execute("CREATE TABLE t (x int, s text)")
@@ -260,7 +260,7 @@ def test_a_jvm_that_exited_after_its_error_was_told_is_replaced(
     # dead JVM's "Connection refused". No Spark here: stand-ins for the two sessions.
     from types import SimpleNamespace
 
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     class Proc:
         def __init__(self, code: int | None) -> None:
@@ -294,8 +294,8 @@ def test_a_cleanup_that_finds_the_jvm_gone_keeps_the_blocks_own_error(
     """Not marked spark (a fake session). An out-of-memory JVM may still be exiting
     when translate_error stops waiting for it; the temp views' cleanup then finds it
     gone. CI saw that ConnectionRefusedError replace the out-of-memory error."""
+    from mzflow.engine import spark
     from mzflow.errors import Error, OutOfMemory
-    from mzflow.render import spark
 
     class Gone:
         def dropTempView(self, view: str) -> None:

@@ -30,8 +30,8 @@ from mzflow.errors import (
     UnknownObject,
     WrongObjectType,
 )
-from mzflow.plan import projections as shapes
-from mzflow.runtime import reads
+from mzflow.projections import shape as shapes
+from mzflow.read import reads
 from mzflow.sql.parse import parse
 
 TABLE = ("CREATE TABLE t (k int, g text, v int, n numeric(8,2), x double precision, "
@@ -322,8 +322,8 @@ def test_routed_answers_over_a_partitioned_table(spark_home: Path,
 
 
 def _routed_oracle(spark_home: Path, steps: list[tuple[str, Any]], table: str) -> None:
-    from mzflow.render import spark
-    from mzflow.runtime import projections
+    from mzflow.engine import spark
+    from mzflow.projections import runtime as projections
 
     home = Path(tempfile.mkdtemp(dir=spark_home))
     db = duckdb.connect()
@@ -383,7 +383,7 @@ def _routed_oracle(spark_home: Path, steps: list[tuple[str, Any]], table: str) -
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_routed_read_reads_projection_rows_not_base_rows(tmp_path: Path) -> None:
-    from mzflow.runtime import projections
+    from mzflow.projections import runtime as projections
 
     with mzflow.connect(str(tmp_path / "home")) as conn:
         conn.execute("CREATE TABLE t (k int, g text, v int)")
@@ -411,7 +411,7 @@ def test_a_routed_read_reads_projection_rows_not_base_rows(tmp_path: Path) -> No
 CHILD = r"""
 import os, signal, sys
 import mzflow
-from mzflow.runtime import projections
+from mzflow.projections import runtime as projections
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
@@ -457,7 +457,7 @@ def test_a_writer_killed_between_table_and_projection_commits_leaves_reads_right
 def test_a_maintained_view_recomputed_reads_the_projection(tmp_path: Path) -> None:
     """A tick that recomputes a view routes its SELECT like a read: projection rows, not
     base rows, and the same answer as DuckDB; ALTER SYSTEM SET turns it off."""
-    from mzflow.runtime import projections
+    from mzflow.projections import runtime as projections
 
     rows = [(i, f"g{i % 4}", i % 7 or None) for i in range(1, 1201)]
     db = duckdb.connect()
@@ -728,7 +728,7 @@ def test_a_write_keeps_aggregate_parts_computed_in_arrow_without_spark(
     # A write keeps its new part's partials, computed in Arrow, equal to DuckDB's.
     from deltalake import DeltaTable
 
-    from mzflow.runtime.projections import shard_of
+    from mzflow.projections.runtime import shard_of
 
     conn.execute("CREATE TABLE t (k int, g text, v int, n numeric(8,2), "
                  "PROJECTION p (SELECT g, sum(v * 2), count(*), avg(n), max(k) "
@@ -776,7 +776,7 @@ def test_wide_decimal_partials_are_stored_as_spark_would(conn: mzflow.Connection
 
     from deltalake import DeltaTable
 
-    from mzflow.runtime.projections import shard_of
+    from mzflow.projections.runtime import shard_of
 
     stored = DeltaTable(str(shard_of(conn.config.warehouse,
                                      conn.store.snapshot().projections[0]).path)
@@ -831,8 +831,8 @@ def test_a_routed_read_is_answered_in_process_without_spark(conn: mzflow.Connect
 @pytest.mark.slow
 @pytest.mark.spark
 def test_routed_reads_beyond_the_evaluator_run_on_spark(tmp_path: Path) -> None:
-    from mzflow.render.spark import EvaluationError
-    from mzflow.runtime import projections
+    from mzflow.engine.spark import EvaluationError
+    from mzflow.projections import runtime as projections
 
     db = duckdb.connect()
     db.execute("CREATE TABLE t (g text, x double, v int)")
@@ -876,9 +876,9 @@ def test_a_writes_projection_rows_are_computed_ahead_and_named_by_its_file(
     # would leave them behind.
     from deltalake import DeltaTable
 
-    from mzflow.runtime import projections
+    from mzflow.projections import runtime as projections
+    from mzflow.projections.store import PART, part_name
     from mzflow.storage.paths import table as table_path
-    from mzflow.storage.projection import PART, part_name
 
     conn.execute("CREATE TABLE t (k int, g text, v int, "
                  "PROJECTION agg (SELECT g, sum(v), count(*) GROUP BY g), "
@@ -901,7 +901,7 @@ def test_a_writes_projection_rows_are_computed_ahead_and_named_by_its_file(
 
 
 def _staged_files(conn: mzflow.Connection) -> list[Path]:
-    from mzflow.storage.projection import STAGING
+    from mzflow.projections.store import STAGING
 
     return sorted(Path(conn.config.warehouse).rglob(f"{STAGING}/*.parquet"))
 
@@ -915,9 +915,9 @@ def test_a_writes_projection_files_are_staged_during_its_commit_and_then_only_lo
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from mzflow.runtime import projections
+    from mzflow.projections import runtime as projections
+    from mzflow.projections.store import PART, part_name
     from mzflow.storage.paths import table as table_path
-    from mzflow.storage.projection import PART, part_name
 
     conn.execute("CREATE TABLE t (k int, g text, v int, "
                  "PROJECTION agg (SELECT g, sum(v), count(*) GROUP BY g), "
@@ -993,7 +993,7 @@ def test_a_write_that_fails_after_staging_leaves_no_staged_file(
         kept: list[tuple[int, int]]) -> None:
     # Not marked spark. The files staged for the projections belong to no stored part
     # once the write failed: they must go now, not after compaction's hour.
-    from mzflow.storage.projection import ProjectionShard, Staged
+    from mzflow.projections.store import ProjectionShard, Staged
 
     conn.execute("CREATE TABLE t (k int, v int, PROJECTION by_k (SELECT k, v ORDER BY k))")
     conn.execute("INSERT INTO t VALUES (1, 1)")
@@ -1024,8 +1024,8 @@ def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
     # delete staged files their writer never committed (after an hour: 0 s here).
     import time
 
-    from mzflow.runtime import projections
-    from mzflow.storage import projection as storage
+    from mzflow.projections import runtime as projections
+    from mzflow.projections import store as storage
 
     monkeypatch.setattr(storage, "STAGED_MAX_AGE_S", 0.0)
     with mzflow.connect(str(tmp_path / "home")) as conn:

@@ -25,7 +25,7 @@ import mzflow
 from mzflow.catalog import holds as catalog_holds
 from mzflow.catalog.holds import Hold
 from mzflow.catalog.store import now_ms
-from mzflow.runtime import holds
+from mzflow.read import holds
 
 
 def _rows(conn: mzflow.Connection, sql: str) -> list[tuple[Any, ...]]:
@@ -71,7 +71,7 @@ def _compact(conn: mzflow.Connection) -> Any:
 @pytest.mark.spark
 def test_compaction_during_a_long_as_of_read(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     home = tmp_path / "home"
     conn = mzflow.connect(str(home))

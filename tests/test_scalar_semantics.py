@@ -1,7 +1,7 @@
 """Scalar expressions give PostgreSQL's answer on both engines (issue 32).
 
 Each query of the issue's table runs three ways: on PostgreSQL itself (the oracle,
-the ``pg_url`` fixture), in process (a constant SELECT: ``render/arrow_constants.py``
+the ``pg_url`` fixture), in process (a constant SELECT: ``engine/arrow_constants.py``
 and ``arrow_expr``, never sqlglot's Python executor), and on Spark (the same
 expression over the columns of a one-row table). Values, type names and SQLSTATEs
 must agree; nothing here is a hard-coded answer. Where an engine cannot agree, it

@@ -377,8 +377,8 @@ def test_a_tick_whose_index_a_drop_removed_says_so(
     # removal of the shard, then delta-rs's failure to write it.
     import shutil
 
-    from mzflow.runtime import ticks
-    from mzflow.runtime.tick.commit import ensure_shard
+    from mzflow.maintain import ticks
+    from mzflow.maintain.tick.commit import ensure_shard
     from mzflow.storage.delta import StorageError
 
     conn.execute("CREATE TABLE t (k int)")

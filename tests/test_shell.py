@@ -100,7 +100,7 @@ def test_meta_command_runs_at_once_and_the_next_statement_is_not_lost(tmp_path: 
     # The row is in the table's Delta log: read it without Spark.
     from deltalake import DeltaTable
 
-    from mzflow.runtime.tables import shard_of
+    from mzflow.session.writes import shard_of
 
     with mzflow.connect(str(tmp_path)) as conn:
         path = shard_of(conn.config.warehouse, conn.store.snapshot().resolve("t")).path

@@ -30,7 +30,7 @@ import pytest
 
 import mzflow
 from mzflow.catalog import schedules, sinks
-from mzflow.runtime import sinks as sink_runs
+from mzflow.sinks import export as sink_runs
 
 VIEW_SQL = "SELECT g, count(*) AS n, sum(x) AS total FROM t GROUP BY g"
 DAY = (2026, 3, 1)
@@ -405,7 +405,7 @@ CHILD = textwrap.dedent("""
     import pendulum
     pendulum.travel_to(pendulum.parse(sys.argv[2]), freeze=False)
     import mzflow
-    from mzflow.storage import exports
+    from mzflow.sinks import files as exports
     mode = sys.argv[3]
     if mode == "before-rename":
         real = exports._encode

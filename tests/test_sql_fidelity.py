@@ -143,7 +143,7 @@ def test_errors_survive_a_logging_reconfiguration(conn: mzflow.Connection) -> No
 
     conn.execute("CREATE TABLE relog (a int, s text)")
     conn.execute("INSERT INTO relog VALUES (1, 'x')")
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     spark.session()  # Spark first (it sets those loggers up), then Airflow's logging
     logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})

@@ -44,7 +44,7 @@ def test_a_write_that_finds_no_space_is_a_storage_error(tmp_path: Path) -> None:
 _SNAPPY_CHILD = """
 import json, resource, sys
 import mzflow
-from mzflow.render import spark
+from mzflow.engine import spark
 
 c = mzflow.connect()
 c.execute("CREATE TABLE t (a int, b text)")
@@ -87,7 +87,7 @@ def test_a_jvm_broken_by_a_full_disk_is_replaced(tmp_path: Path) -> None:
 
 
 def test_only_a_class_that_cannot_load_replaces_the_jvm() -> None:
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     assert spark._BROKEN.search("java.lang.NoClassDefFoundError: Could not initialize class "
                                 "org.xerial.snappy.Snappy")
@@ -100,7 +100,7 @@ def test_a_full_disk_under_a_projection_shards_writes_is_a_storage_error(
     """The 60-minute soak of session 16: a disk-full fault during compaction's vacuum of
     a projection shard (its checkpoint) reached the compactor as delta-rs's raw
     DeltaError; the table shards' writes were already StorageErrors."""
-    from mzflow.storage.projection import PART, ProjectionShard
+    from mzflow.projections.store import PART, ProjectionShard
 
     shard = ProjectionShard(tmp_path / "p")
     schema = pa.schema([("k", pa.int64()), ("s", pa.string()), (PART, pa.string())])

@@ -10,7 +10,7 @@ import pytest
 
 import mzflow
 from mzflow.incremental.decide import JOBS_KEY
-from mzflow.runtime import ticks
+from mzflow.maintain import ticks
 from mzflow.storage import delta
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

@@ -1,4 +1,4 @@
-"""The caller's side of a cluster's tick service (runtime/tick_service.py): which
+"""The caller's side of a cluster's tick service (clusters/tick_service.py): which
 service it picks, and that a service that is gone (or refuses it) leaves the caller to
 tick itself. The service itself, on a real server, is in test_cluster_servers.py and
 test_airflow.py."""
@@ -12,7 +12,7 @@ from multiprocessing.connection import Listener
 from pathlib import Path
 from typing import Any
 
-from mzflow.runtime import tick_service
+from mzflow.clusters import tick_service
 
 CATALOG = "sqlite:////somewhere/catalog.db"
 
@@ -85,7 +85,7 @@ def test_a_connect_collect_takes_the_schema_from_its_answer_not_another_request(
     import pyarrow as pa
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     class Frame:
         @property

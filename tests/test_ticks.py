@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 import mzflow
 from mzflow.config import Tuning
 from mzflow.incremental import decide
-from mzflow.runtime import ticks
+from mzflow.maintain import ticks
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
@@ -191,7 +191,7 @@ def test_a_failure_that_is_not_about_the_data_commits_nothing(conn, monkeypatch)
     view failed until the next write. Only data exceptions (SQLSTATE 22…) are recorded;
     anything else fails the tick, leaves the index as it was, and the next tick runs."""
     from mzflow.errors import Error
-    from mzflow.runtime import ticks
+    from mzflow.maintain import ticks
 
     conn.execute("CREATE TABLE io (a int); INSERT INTO io VALUES (1), (2);"
                  "CREATE MATERIALIZED VIEW io_mv AS SELECT sum(a) AS s FROM io")

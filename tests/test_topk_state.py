@@ -16,7 +16,7 @@ import pytest
 
 import mzflow
 from mzflow.incremental.rules import reduce_state, topk_state
-from mzflow.runtime.tick import commit
+from mzflow.maintain.tick import commit
 from mzflow.storage import paths
 from mzflow.storage.delta import StateShard
 

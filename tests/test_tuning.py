@@ -45,7 +45,7 @@ def test_alter_system_set_and_show_all(tmp_path: Path, monkeypatch: pytest.Monke
 def test_spark_driver_memory_is_sized_to_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     import re
 
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     monkeypatch.delenv("MZFLOW_SPARK_DRIVER_MEMORY", raising=False)
     size = spark.driver_memory()
@@ -57,7 +57,7 @@ def test_spark_driver_memory_is_sized_to_the_machine(monkeypatch: pytest.MonkeyP
 @pytest.mark.slow
 @pytest.mark.spark
 def test_the_session_runs_with_that_driver_memory() -> None:
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     conf = spark.session().sparkContext.getConf()
     assert conf.get("spark.driver.memory") == spark.driver_memory()

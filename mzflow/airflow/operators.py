@@ -54,7 +54,7 @@ class MzflowTickOperator(BaseOperator):
 
 
 class MzflowSinkOperator(BaseOperator):
-    """Export a sink's changes for the run's data interval (``mzflow.runtime.sinks``)."""
+    """Export a sink's changes for the run's data interval (``mzflow.sinks.export``)."""
 
     template_fields: Sequence[str] = ("sink",)
     ui_color = "#efe3f7"

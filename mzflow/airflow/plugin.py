@@ -5,7 +5,7 @@ Airflow 3 plugins can no longer register operators or hooks (DAG files import
 by the api-server and a link to it in the UI. The app shows, for the home the
 api-server is configured with (``MZFLOW_HOME`` …): clusters with their pools and
 slots, every maintained index with its frontier and lag — how long the oldest input
-write its contents do not reflect has waited (runtime/freshness.py) — a chart per
+write its contents do not reflect has waited (maintain/freshness.py) — a chart per
 cluster of each object's lag at its ticks over the last day, and, per object with
 expectations, the rows that failed them, the writes or ticks they rejected and the
 rows quarantined.
@@ -36,8 +36,9 @@ def catalog_view(home: str | None = None) -> dict[str, Any]:
     from mzflow.catalog import sizes
     from mzflow.catalog.model import INDEX
     from mzflow.catalog.store import Store
-    from mzflow.runtime import freshness, quality
-    from mzflow.runtime.ticks import index_shard
+    from mzflow.maintain import freshness
+    from mzflow.maintain.ticks import index_shard
+    from mzflow.quality import validate as quality
     from mzflow.storage.delta import IndexState
 
     cfg = config.load(home)

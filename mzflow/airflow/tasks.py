@@ -10,7 +10,7 @@ A tick is one idempotent Delta commit (txn id ``tick-<index>`` + time): a retrie
 or duplicated task either finds the work done or does it once.
 
 A sink's ``export`` task exports its run's data interval through
-``mzflow.runtime.sinks.run``, which first catches up earlier intervals and writes
+``mzflow.sinks.export.run``, which first catches up earlier intervals and writes
 each one atomically under a name (or Delta commit) fixed by the interval, so a rerun
 rewrites the same bytes or finds the commit done.
 """
@@ -94,7 +94,7 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     Skips (no asset event, so nothing downstream is woken) when the run is restricted
     to other ``objects`` or when the index already holds that time — the latter is
     what ends the ping-pong between two clusters that read each other. The cluster's
-    warm tick service runs the tick when there is one (runtime/tick_service.py): this
+    warm tick service runs the tick when there is one (clusters/tick_service.py): this
     task process then never imports the runtime."""
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
@@ -113,7 +113,7 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     served = answer is not None and "reports" in answer
     if answer is not None and served:
         at = answer["at"]
-        from mzflow.runtime import tick_service
+        from mzflow.clusters import tick_service
 
         failure = tick_service.failure_of(answer)
         if failure is not None:
@@ -161,8 +161,8 @@ def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
     import mzflow
     from mzflow.catalog import runs
     from mzflow.catalog.store import now_ms
-    from mzflow.runtime import ticks
-    from mzflow.runtime.quality import ExpectationFailed
+    from mzflow.maintain import ticks
+    from mzflow.quality.validate import ExpectationFailed
 
     with mzflow.connect(home, catalog_url=catalog_url) as conn:
         if at is None:
@@ -183,7 +183,7 @@ def _on_service(home: str, catalog_url: str | None, cluster: str | None,
     (no service, or the ``mzflow_spark`` connection names a Spark)."""
     if os.environ.get("MZFLOW_SPARK_MASTER"):
         return None
-    from mzflow.runtime import tick_service
+    from mzflow.clusters import tick_service
 
     return tick_service.ask(home, catalog_url, cluster, request)
 
@@ -197,8 +197,8 @@ def export(home: str, catalog_url: str | None, sink: str,
     import mzflow
     from mzflow.catalog import schedules
     from mzflow.catalog import sinks as catalog_sinks
-    from mzflow.runtime import sinks
-    from mzflow.storage.exports import ExportError
+    from mzflow.sinks import export as sinks
+    from mzflow.sinks.files import ExportError
 
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is None or end is None:

@@ -189,13 +189,13 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_frontiers",
                     _cols("object_id text, read_frontier bigint, write_frontier bigint"), (),
                     _frontier_rows),
-        # Rows come from storage, not the catalog: runtime/arrangements.py fills them
+        # Rows come from storage, not the catalog: maintain/arrangements.py fills them
         # in (a catalog-only reader sees none).
         SystemTable("mz_arrangements",
                     _cols("id text, object_id text, cluster_id bigint, key text, "
                           "rows bigint null, bytes bigint null, files bigint null, "
                           "records_read_last_tick bigint null"), (), lambda snap: []),
-        # Projections: the catalog's part here, their storage's in runtime/projections.py.
+        # Projections: the catalog's part here, their storage's in projections/runtime.py.
         SystemTable("mz_projections",
                     _cols("id text, table_id text, name text, kind text, definition text, "
                           "parts bigint null, rows bigint null, bytes bigint null, "
@@ -209,19 +209,19 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_expectations",
                     _cols("id text, object_id text, name text, kind text, definition text, "
                           "arguments text, action text"), (), _expectation_rows),
-        # Rows kept by the catalog store outside the snapshot: runtime/reads.py fills them.
+        # Rows kept by the catalog store outside the snapshot: read/reads.py fills them.
         SystemTable("mz_expectation_results",
                     _cols("occurred_at_ms bigint, object_id text, expectation text, "
                           "statement text, rows_evaluated bigint, unexpected bigint, "
                           "action text, outcome text, sample text"), (), lambda snap: []),
-        # A cluster's one "replica": where its ticks run (runtime/cluster_servers.py
+        # A cluster's one "replica": where its ticks run (clusters/servers.py
         # fills endpoint, state and times; a catalog-only reader sees NULLs).
         SystemTable("mz_cluster_replicas",
                     _cols("id text, name text, cluster_id bigint, size text null"),
                     _cols("endpoint text null, state text null, "
                           "started_at timestamp with time zone null, "
                           "last_used timestamp with time zone null"), _replica_rows),
-        # Freshness, read from the index shards' tick commits: runtime/freshness.py.
+        # Freshness, read from the index shards' tick commits: maintain/freshness.py.
         SystemTable("mz_wallclock_lag_history",
                     _cols("object_id text, lag interval, occurred_at timestamp with time zone"),
                     (), lambda snap: []),
@@ -229,7 +229,7 @@ TABLES: dict[str, SystemTable] = {
                     _cols("object_id text, hydrated boolean, hydration_time interval null"),
                     (), lambda snap: []),
         # Read holds (catalog/holds.py), kept by the catalog store outside the snapshot:
-        # runtime/reads.py fills them in. Expired holds stay listed until a compaction
+        # read/reads.py fills them in. Expired holds stay listed until a compaction
         # drops them.
         SystemTable("mz_read_holds",
                     _cols("object_id text, hold_id text, holder text, read_time bigint, "

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mzflow.engine.frames import plain
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
-from mzflow.render.frames import plain
 
 
 @dataclass(frozen=True, order=True)

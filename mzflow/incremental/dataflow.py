@@ -16,9 +16,9 @@ from typing import Any
 
 from sqlglot import exp
 
+from mzflow.engine.frames import DIFF, sql
 from mzflow.incremental.rules import rule_for
 from mzflow.plan.ir import Node
-from mzflow.render.frames import DIFF, sql
 
 NEW, OLD = "new", "old"
 
@@ -34,7 +34,7 @@ class Input:
     changes: Callable[[], tuple[Any, int]] | None
     num_rows: dict[str, Callable[[Sequence[str]], int]] = field(default_factory=dict)
     versions: dict[str, int | None] = field(default_factory=dict)  # mode → table version
-    # stored column → its arrangement (runtime/tick/arrange.py: Arranged): key lookups
+    # stored column → its arrangement (maintain/tick/arrange.py: Arranged): key lookups
     arranged: dict[str, Any] = field(default_factory=dict)
 
 

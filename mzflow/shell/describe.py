@@ -120,7 +120,7 @@ def _maintained(snap: Snapshot, warehouse: Path, index: Item, by: bool = False) 
     """The index's frontier (how far its contents are complete), lag and last tick."""
     from mzflow.incremental import decide
     from mzflow.incremental.plan import derive
-    from mzflow.runtime import ticks
+    from mzflow.maintain import ticks
     from mzflow.storage.delta import IndexState
 
     head = f'Maintained by "{index.name}": ' if by else "Maintained: "

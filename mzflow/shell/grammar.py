@@ -1,5 +1,5 @@
 """``\\h``: the statements mzflow runs, with their syntax (what mzflow/sql/dialect.py
-parses and mzflow/runtime/session.py dispatches)."""
+parses and mzflow/session/connection.py dispatches)."""
 
 from __future__ import annotations
 

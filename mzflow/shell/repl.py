@@ -24,7 +24,7 @@ from typing import TextIO
 
 from mzflow import __version__
 from mzflow.errors import Error
-from mzflow.runtime.session import Connection
+from mzflow.session.connection import Connection
 from mzflow.shell import complete, describe
 from mzflow.shell.grammar import help_text
 from mzflow.shell.output import print_result
@@ -240,7 +240,7 @@ class Shell:
     def _conninfo(self, _: list[str]) -> None:
         from sqlalchemy.engine import make_url
 
-        from mzflow.render import spark
+        from mzflow.engine import spark
 
         cfg = self.conn.config
         url = make_url(cfg.catalog_url).render_as_string(hide_password=True)
@@ -315,7 +315,7 @@ _INTERRUPTED = threading.Event()
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     _INTERRUPTED.set()
     if spark.started():
@@ -326,7 +326,7 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def _cancel_jobs() -> None:
-    from mzflow.render import spark
+    from mzflow.engine import spark
 
     session = spark.session()
     try:

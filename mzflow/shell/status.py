@@ -61,7 +61,7 @@ class Status:
             self._drawn = False
 
     def _draw(self, start: float) -> None:
-        from mzflow.render import spark
+        from mzflow.engine import spark
 
         while not self._stop.wait(REDRAW):
             elapsed = time.monotonic() - start

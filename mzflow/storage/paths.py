@@ -42,6 +42,6 @@ def projection(warehouse: Path, table_id: str, projection_id: str) -> Path:
 def of_item(warehouse: Path, item_id: str) -> list[Path]:
     """Every folder that is an item's own and goes when it is dropped: its shard (a
     table's or an index's), an index's state, a table's projections. (Arrangements are
-    shared by a cluster and go with the last user: runtime/arrangements.py.)"""
+    shared by a cluster and go with the last user: maintain/arrangements.py.)"""
     return [table(warehouse, item_id), state(warehouse, item_id),
             projection(warehouse, item_id, "-").parent]

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mzflow.engine.frames import DIFF, project, row_local, sql, substitute
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
-from mzflow.render.frames import DIFF, project, row_local, sql, substitute
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

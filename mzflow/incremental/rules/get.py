@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from mzflow.engine.frames import DIFF, plain, renamed
+from mzflow.engine.spark import from_arrow
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
-from mzflow.render.frames import DIFF, plain, renamed
-from mzflow.render.spark import from_arrow
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from mzflow.engine.frames import DIFF, columns_of, picked, plain, sql
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
-from mzflow.render.frames import DIFF, columns_of, picked, plain, sql
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

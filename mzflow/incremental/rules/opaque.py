@@ -30,7 +30,7 @@ class Opaque(Rule):
         return f"Opaque ({', '.join(node.columns)}) := {node.query.sql(dialect='postgres')}"
 
     def full(self, flow: Dataflow, node: ir.Opaque, mode: str, r: Restriction | None) -> Any:
-        from mzflow.render.spark import to_spark_sql
+        from mzflow.engine.spark import to_spark_sql
 
         views = {}
         try:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mzflow.engine.frames import DIFF, columns_of, plain, sql
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.plan import ir
 from mzflow.reasons import R_OUTER
-from mzflow.render.frames import DIFF, columns_of, plain, sql
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

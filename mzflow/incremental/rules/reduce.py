@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from mzflow.engine.frames import columns_of, sql, substitute
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.plan import ir
 from mzflow.reasons import R_GLOBAL_AGG
-from mzflow.render.frames import columns_of, sql, substitute
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

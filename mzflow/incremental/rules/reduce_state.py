@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from mzflow.engine.diffs import key_column
+from mzflow.engine.frames import DIFF, sql
+from mzflow.engine.spark import average_sql, collect_arrow, from_arrow
 from mzflow.incremental.rules.reduce import accumulable
 from mzflow.incremental.rules.topk_state import KEPT, Candidates, Ranking
 from mzflow.plan import ir
-from mzflow.render.diffs import key_column
-from mzflow.render.frames import DIFF, sql
-from mzflow.render.spark import average_sql, collect_arrow, from_arrow
 from mzflow.storage.delta import KEY, ROWS, StateShard
 
 if TYPE_CHECKING:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mzflow.engine.frames import DIFF
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.incremental.rules.union import renamed
 from mzflow.plan import ir
-from mzflow.render.frames import DIFF
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mzflow.engine.frames import columns_of, sort_key, sql
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.plan import ir
 from mzflow.reasons import R_GLOBAL_TOPK
-from mzflow.render.frames import columns_of, sort_key, sql
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

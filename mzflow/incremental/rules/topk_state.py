@@ -34,9 +34,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mzflow.engine.frames import project, sort_key, sql
+from mzflow.engine.spark import collect_arrow, from_arrow
 from mzflow.plan import ir
-from mzflow.render.frames import project, sort_key, sql
-from mzflow.render.spark import collect_arrow, from_arrow
 from mzflow.storage.delta import KEY
 
 KEYS_META = "mzflow.topk_candidates"  # the candidates' group keys (a JSON list)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mzflow.engine.frames import columns_of, sql
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.incremental.rules.topk import per_partition
 from mzflow.plan import ir
 from mzflow.reasons import R_WINDOW
-from mzflow.render.frames import columns_of, sql
 
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction

@@ -1,0 +1,320 @@
+"""Ticks: bring maintained indexes (and so materialized views) up to a time.
+
+A tick of one index gathers its inputs at the target time (``tick/inputs.py``),
+decides how to run (``incremental/decide.py``, pure), computes the changes to its
+stored contents with the object's change plan (``tick/execute.py``), and applies
+them in one Delta commit that also records the new frontier (``tick/commit.py``).
+The commit carries the idempotency key ``(tick-<index id>, time)``: a tick killed
+at any point leaves the previous state, and a tick run twice for one time applies
+once.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from mzflow import config
+from mzflow.catalog import sizes
+from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
+from mzflow.errors import Error, UnknownObject
+from mzflow.incremental.decide import DELTA, DETAIL_KEY, FULL, Decision, Facts, decide
+from mzflow.incremental.plan import ChangePlan, derive
+from mzflow.incremental.rules.base import RECOMPUTE, Strategy
+from mzflow.maintain import arrangements
+from mzflow.maintain.tick import arrange, commit, execute, inputs
+from mzflow.maintain.tick.commit import ensure_shard, index_shard
+from mzflow.plan.ir import Node
+from mzflow.quality import validate as quality
+from mzflow.read import reads
+from mzflow.reasons import R_HISTORY, R_MEASURING
+from mzflow.storage import locks, paths
+from mzflow.storage.delta import ERROR_CODE_KEY, StorageError
+
+__all__ = ["TickReport", "index_shard", "indexes_to_tick", "last_switch", "tick_index"]
+
+log = logging.getLogger("mzflow.tick")
+
+
+@dataclass(frozen=True)
+class TickReport:
+    index: str
+    on: str
+    strategy: str
+    upper_before: int  # first time not yet reflected, before the tick
+    upper_after: int
+    version_before: int
+    version_after: int
+    rows_read: int  # input rows the tick read
+    files_read: int
+    rows_changed: int  # distinct rows whose count changed
+    error: str | None
+    seconds: float
+    spark_jobs: int | None = None  # Spark jobs the tick ran (None: not countable)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields and the line: what a tick service sends its caller."""
+        return {**asdict(self), "line": self.line()}
+
+    def line(self) -> str:
+        state = f"error: {self.error}" if self.error else f"{self.rows_changed} rows changed"
+        jobs = f", {self.spark_jobs} Spark jobs" if self.spark_jobs is not None else ""
+        return (f"{self.index}: upper {self.upper_before} -> {self.upper_after}, version "
+                f"{self.version_before} -> {self.version_after}, read {self.rows_read} rows in "
+                f"{self.files_read} files{jobs}, {state}, {self.strategy}, "
+                f"{self.seconds:.2f} s")
+
+
+SPARK_KEY = "mzflow.spark"  # where the tick ran (clusters/servers.py)
+
+Record = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
+
+# Planning a definition (bind, inline, lower: sqlglot) costs a tick ~0.15 s. It depends
+# on the catalog only, which (installation, version) names: every DDL bumps the version.
+_PLANS: dict[tuple[str, int, str], tuple[ChangePlan, reads.Plan]] = {}
+
+
+def _planned(snap: Snapshot, index: Item, limit: int) -> tuple[ChangePlan, reads.Plan]:
+    key = (snap.installation_id, snap.version, index.id)
+    hit = _PLANS.get(key)
+    if hit is None:
+        if len(_PLANS) >= limit:
+            _PLANS.clear()
+        plan = derive(snap, index)
+        hit = _PLANS[key] = (plan, reads.plan(snap, plan.definition))
+    return hit
+
+
+def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
+               full_refresh: bool = False, record: Record | None = None,
+               quarantine: quality.Quarantine | None = None,
+               named: Callable[[], bool] | None = None) -> TickReport:
+    """``record`` keeps the results of the view's expectations (mz_expectation_results);
+    ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine.
+    ``named``: whether the catalog, read now, still holds the index (asked after the
+    tick). One tick of an index at a time, across processes (storage/locks.py): two
+    would both start from the same commit and apply the changes between twice."""
+    with locks.exclusive(locks.index_lock(warehouse, index.id)):
+        try:
+            report = _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
+                                 record=record, quarantine=quarantine)
+        except StorageError:
+            # A DROP committed meanwhile and removed the index's shard under the tick
+            # (the soak saw "could not write shard u49: Invalid table version: 0"):
+            # nothing was lost, and what happened is that the index is gone.
+            if index_shard(warehouse, index).exists():
+                raise
+            raise _dropped(index) from None
+        if named is not None and not named():
+            # A DROP committed while this tick ran (or before it, after its snapshot).
+            # The DROP removes the storage without this lock, so the tick may have
+            # written after it (ensure_shard makes a missing shard): a shard no catalog
+            # names, which nothing would ever remove. All of the tick's writes are done
+            # and a dropped id is never reused: remove what it left.
+            for path in paths.of_item(warehouse, index.id):
+                shutil.rmtree(path, ignore_errors=True)
+            raise _dropped(index)
+        return report
+
+
+def _dropped(index: Item) -> UnknownObject:
+    return UnknownObject(f"{index.qualified_name} was dropped while it ticked",
+                         hint="nothing to maintain any more")
+
+
+def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
+                full_refresh: bool, record: Record | None,
+                quarantine: quality.Quarantine | None) -> TickReport:
+    started = time.perf_counter()
+    if quarantine is not None:  # what an earlier tick, killed, left to do
+        for path in quality.staged_ticks(warehouse, index):
+            quality.finish_tick(path, quarantine)
+    tuning = config.tuning(snap.settings)
+    plan, query = _planned(snap, index, tuning.plan_cache)
+    shard = ensure_shard(warehouse, index, plan.columns)
+    done_through, error, _ = shard.state()
+    version_before = shard.version()
+    if done_through >= at:
+        return TickReport(index.qualified_name, plan.on.qualified_name,
+                          f"{plan.strategy.describe()}, mode {plan.mode}", done_through + 1,
+                          done_through + 1, version_before, version_before, 0, 0, 0, error,
+                          time.perf_counter() - started, 0)
+    # Changes start where the contents were last exactly right: an errored tick leaves
+    # them as they were, and the next one starts from the same place.
+    since = shard.good_through()
+    tick = _Tick(snap, warehouse, plan, query, execute.Target_(plan, shard, tuning), since, at)
+    from mzflow.engine import spark
+
+    staged = None
+    with spark.counting_jobs() as jobs:
+        try:
+            changes = tick.run(full_refresh)
+            new_error, error_code = None, None
+            if changes is not None and snap.expectations_on(plan.on.id):
+                # The index keeps every row, failing or not (its readers leave out what
+                # DROP ROW and QUARANTINE say): only results and quarantined rows follow.
+                checked = quality.validate_changes(snap, plan.on, changes,
+                                                   f"tick {index.name}")
+                if checked is not None and record is not None:
+                    record(*checked.records(at))
+                bad = quality.tick_rows(checked, at, plan.on) if checked else None
+                if bad is not None and quarantine is not None:
+                    staged = quality.stage_tick(warehouse, index, plan.on, bad, at)
+        except quality.ExpectationFailed as failed:
+            # FAIL rejects the tick: nothing is committed, the index stays where it was.
+            if record is not None:
+                record(*failed.checked.records(at))
+            raise
+        except reads.InvalidTimestamp:
+            raise
+        except Error as e:
+            # A data exception (SQLSTATE class 22: division by zero, a bad cast) is the
+            # definition's answer at this time and lands in the error collection. Any
+            # other failure says nothing about the data (an input file vacuumed under a
+            # long tick, a lost Spark): recording it would make readers fail until the
+            # next write, so the tick fails with nothing committed and runs again.
+            if not e.code.startswith("22"):
+                raise
+            changes, new_error, error_code = None, str(e).splitlines()[0], e.code
+        spark_jobs = jobs()
+    described = tick.describe()
+    extra = commit.metadata(tick.decision, since, tick.batch_rows, tick.counters,
+                            time.perf_counter() - started, described, spark_jobs)
+    extra[SPARK_KEY] = spark.where()  # the cluster's warm server, or in-process
+    if new_error is not None and error_code is not None:
+        extra[ERROR_CODE_KEY] = error_code  # a read of the index raises it with its code
+    version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
+    if staged is not None:
+        assert quarantine is not None
+        quality.finish_tick(staged, quarantine)
+    n = tick.counters
+    report = TickReport(index.qualified_name, plan.on.qualified_name, described,
+                        done_through + 1, at + 1, version_before, version, n.rows_read,
+                        n.files_read, changes.num_rows if changes is not None else 0,
+                        new_error, time.perf_counter() - started, spark_jobs)
+    log.info("tick %s", report.line())
+    return report
+
+
+def last_switch(warehouse: Path, index: Item) -> str | None:
+    """How the index's last tick ran, when the run time overrode the plan (a measured
+    or large-batch recompute, compacted history, a full refresh): EXPLAIN shows it."""
+    shard = index_shard(warehouse, index)
+    if not shard.exists():
+        return None
+    history = shard.ticks(1)
+    return history[0].get(DETAIL_KEY) if history else None
+
+
+class _Tick:
+    """One tick's run: facts, decision, execution, with what it read counted."""
+
+    def __init__(self, snap: Snapshot, warehouse: Path, plan: ChangePlan, query: reads.Plan,
+                 target: execute.Target_, since: int, at: int):
+        self.snap, self.warehouse, self.plan, self.query = snap, warehouse, plan, query
+        self.target, self.since, self.at = target, since, at
+        self.decision = Decision(plan.mode)
+        self.batch_rows = 0
+        self.counters = execute.Counters()
+
+    def describe(self) -> str:
+        d, strategy = self.decision, self.plan.strategy
+        if d.mode == FULL:
+            return Strategy(RECOMPUTE, d.reason or strategy.code).describe() + d.detail
+        if d.rebuild:
+            return f"{strategy.describe()}, mode {d.mode} (state rebuilt)"
+        if self.counters.measured is not None:
+            return (f"{strategy.describe()}, mode {d.mode} ({R_MEASURING}: "
+                    f"recompute timed at {self.counters.measured:.2f} s, not committed)")
+        return f"{strategy.describe()}, mode {d.mode}"
+
+    def run(self, full_refresh: bool) -> pa.Table | None:
+        from mzflow.engine import spark
+
+        reads.check_time(self.snap, (self.snap.item(item.id) for _, item, _ in
+                                     self.query.tables), self.at)
+        # The cluster's SIZE picks the tick's Spark resources (shuffle parallelism here;
+        # executor cores and memory apply when the cluster has its own Spark application).
+        cluster = self.snap.cluster(self.plan.index.cluster_id)
+        size = sizes.of_cluster(cluster.virtual, cluster.size) if cluster else sizes.VIRTUAL_SIZE
+        spark.session().conf.set("spark.sql.shuffle.partitions", str(size.shuffle_partitions))
+        gathered = None
+        facts = Facts(self.plan.mode, self.since, full_refresh=full_refresh)
+        # Only a tick that may run incrementally needs its inputs' facts (a first
+        # delta-mode tick recomputes whatever they are).
+        if self.plan.mode != FULL and not full_refresh and not (
+                self.plan.mode == DELTA and facts.first):
+            gathered = inputs.gather(self.snap, self.warehouse, self._root(), self.since,
+                                     self.at)
+            self.batch_rows, input_rows = inputs.count(*gathered)
+            self.counters.input_rows = input_rows
+            history = self.target.shard.ticks(self.target.tuning.history_ticks)
+            facts = Facts(self.plan.mode, self.since, history, self.batch_rows, input_rows,
+                          joins=len(self.query.tables) > 1)
+        d = self.decision = decide(facts, self.target.tuning)
+        try:
+            if d.mode == FULL:
+                return self._recompute()
+            if d.rebuild and self.since >= 0:  # every input row, as the first tick reads them
+                gathered = inputs.gather(self.snap, self.warehouse, self._root(), -1, self.at)
+            assert gathered is not None
+            cluster_id = self.plan.index.cluster_id
+            arranged = gathered[0] if cluster_id is None else arrange.maintain(
+                self.snap, self.warehouse, cluster_id, self._root(), gathered[0], self.at,
+                self.target.tuning, arrangements.explicit(self.snap, self.plan.index))
+            changed = execute.incremental(self.target, arranged, d.mode, self.since,
+                                          d.rebuild, self.at, self.warehouse, self.counters)
+            for inp in arranged.values():
+                for a in inp.arranged.values():
+                    arrangements.record_reads(a.shard.path, a.read[0])
+            if d.measure:
+                execute.time_recompute(self.target, self.query, self.warehouse, self.at,
+                                       self.counters, self.snap)
+            return changed
+        except Error:
+            raise
+        except inputs.HistoryGone:
+            self.decision = Decision(FULL, R_HISTORY)
+            return self._recompute()
+        except Exception as e:
+            raise spark.translate_error(e) from None
+
+    def _root(self) -> Node:
+        assert self.plan.root is not None
+        return self.plan.root
+
+    def _recompute(self) -> pa.Table:
+        return execute.recompute(self.target, self.query, self.warehouse, self.at,
+                                 self.counters, self.snap)
+
+
+def default_index_name(snap: Snapshot, name: str) -> str:
+    """A materialized view's name stands for its default index (DAG-as-code declares
+    views, and does not know what the catalog will name their indexes)."""
+    item = snap.find(name)
+    if item is not None and item.kind == MATERIALIZED_VIEW:
+        for ix in snap.indexes_on(item.id):
+            if ix.is_default_index:
+                return str(ix.name)
+    return name
+
+
+def indexes_to_tick(snap: Snapshot, cluster: str | None, name: str | None) -> list[Item]:
+    if name is not None:
+        item = snap.resolve(name)
+        if item.kind == INDEX:
+            return [item]
+        found = snap.indexes_on(item.id)
+        if not found:
+            raise UnknownObject(f"{item.qualified_name} has no index to maintain")
+        return found
+    cluster_id = snap.cluster_by_name(cluster).id if cluster is not None else None
+    return [i for i in snap.items
+            if i.kind == INDEX and (cluster_id is None or i.cluster_id == cluster_id)]

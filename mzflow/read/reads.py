@@ -1,0 +1,178 @@
+"""Reads: pick one time valid for every input, then run on Spark or in-process.
+
+A SELECT binds against the catalog, inlines its views, and finds the table
+versions it reads. Catalog-only queries run in-process; anything that reads a
+table runs on Spark over the exact files of each table's version at the
+chosen time. The time is the catalog's ``read_ts`` unless the query says
+``AS OF``, and it must lie in every input's ``[since, upper)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from mzflow.catalog import frontiers, system
+from mzflow.catalog.model import ROWID, Item, Snapshot
+from mzflow.engine import local
+from mzflow.errors import Error
+from mzflow.plan.query import Plan, plan
+from mzflow.storage import paths
+from mzflow.storage.delta import COUNT, KEY, IndexShard, Shard
+from mzflow.storage.types import spark_ddl
+
+
+class InvalidTimestamp(Error):
+    code = "22008"  # datetime_field_overflow: what Materialize reports for bad AS OF times
+
+
+def check_time(snap: Snapshot, items: Iterable[Item], at: int) -> None:
+    for item in items:
+        lower = frontiers.since(item, snap)
+        if at < lower:
+            raise InvalidTimestamp(
+                f"Timestamp ({at}) is not valid for all inputs: {item.qualified_name} has "
+                f"since {lower}",
+                hint="read at or after since; RETAIN HISTORY FOR '<interval>' keeps more")
+
+
+def as_of_value(node: exp.Expr) -> int:
+    """``AS OF`` takes milliseconds since the epoch, or a timestamp."""
+    inner = node.this if isinstance(node, exp.Cast) else node
+    if isinstance(inner, exp.Literal) and not inner.is_string:
+        return int(inner.this)
+    if isinstance(inner, exp.Literal):
+        try:
+            when = dt.datetime.fromisoformat(inner.this.replace(" ", "T", 1))
+        except ValueError:
+            raise InvalidTimestamp(f'invalid AS OF time "{inner.this}"') from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        return int(when.timestamp() * 1000)
+    raise InvalidTimestamp(f"AS OF needs a constant time, not {node.sql()}")
+
+
+def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
+              ) -> dict[str, Any]:
+    from mzflow.engine.spark import Relation
+
+    out: dict[str, Relation] = {}
+    for key, index in p.indexes:
+        assert snap is not None and index.on_id is not None
+        on = snap.item(index.on_id)
+        contents = IndexShard(paths.index(warehouse, index.id))
+        version = contents.version_at(at)
+        if version is None:
+            raise InvalidTimestamp(f"{index.qualified_name} has no contents at {at}")
+        cols = [(c.name, c.type) for c in on.columns]
+        out[key] = Relation(files=tuple(contents.files(version)),
+                            schema_ddl=spark_ddl(cols + [(KEY, "text"), (COUNT, "bigint")]),
+                            columns=tuple(c for c, _ in cols), count_column=COUNT)
+    for key, item, version in p.tables:
+        shard = Shard(paths.table(warehouse, item.id))
+        delta_version = shard.version_at(at)
+        if delta_version is None:
+            raise InvalidTimestamp(f"{item.qualified_name} did not exist at {at}")
+        all_cols = [(c.name, c.type) for c in item.columns] + [(ROWID, "bigint")]
+        visible = tuple(c.name for c in item.columns_at(version)) + (ROWID,)
+        out[key] = Relation(files=tuple(shard.files(delta_version)),
+                            schema_ddl=spark_ddl(all_cols), columns=visible)
+    return out
+
+
+FRESHNESS = {"mz_wallclock_lag_history": "lag_history", "mz_hydration_statuses": "hydration"}
+
+
+def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
+              results: Callable[[], list[tuple[Any, ...]]] | None = None,
+              read_holds: Callable[[], list[tuple[Any, ...]]] | None = None
+              ) -> list[tuple[Any, ...]]:
+    """A catalog query, in process. ``warehouse`` gives the system tables whose rows
+    come from storage (mz_arrangements) their rows; ``results`` and ``read_holds`` the
+    ones the catalog store keeps outside the snapshot."""
+    tables: dict[str, tuple[list[str], local.Rows]] = {}
+    for table in p.query.find_all(exp.Table):
+        sys_table = system.lookup(table.name)
+        if sys_table is not None:
+            found = sys_table.rows(snap)
+            if table.name == "mz_arrangements" and warehouse is not None:
+                from mzflow.maintain import arrangements
+                found = arrangements.rows(snap, warehouse)
+            if table.name == "mz_expectation_results" and results is not None:
+                found = results()  # kept by the catalog store, outside the snapshot
+            if table.name == "mz_read_holds" and read_holds is not None:
+                found = read_holds()
+            if table.name == "mz_cluster_replicas" and warehouse is not None:
+                from mzflow.clusters import servers as cluster_servers
+                found = cluster_servers.replica_rows(snap, warehouse.parent)
+            if table.name in FRESHNESS and warehouse is not None:
+                from mzflow.maintain import freshness
+                found = getattr(freshness, FRESHNESS[table.name])(snap, warehouse)
+            if table.name.startswith("mz_projection") and warehouse is not None:
+                from mzflow.projections import runtime as projections
+                found = projections.system_rows(table.name, snap, warehouse)
+            tables[table.name] = ([c.name for c in sys_table.all_columns], found)
+    return local.run(p.query, tables, [c.type for c in p.bound.columns])
+
+
+def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
+              projections: bool = True) -> list[tuple[Any, ...]]:
+    """``projections``: answer from a table's projection when one can (routing)."""
+    from mzflow.engine import spark
+    from mzflow.projections import runtime as proj
+
+    if p.bound.system_tables:
+        raise Error("a query cannot read system tables and user tables together yet")
+    check_time(snap, (item for _, item, _ in p.tables), at)
+    routing = proj.route_query(snap, warehouse, p.query, at) if (
+        projections and not p.indexes) else None
+    types = [c.type for c in p.bound.columns]
+    if routing is not None:
+        # Few rows, read already: answered in process when the evaluator can (Spark's
+        # fixed cost per query is most of such a read's time), else on Spark.
+        found = proj.answer(routing, types)
+        if found is None:
+            others = {k: v for k, v in relations(p, warehouse, at, snap).items()
+                      if any(t.name == k for t in routing.query.find_all(exp.Table))}
+            # A projection's rows are few and local: one Spark job per action, not one
+            # per adaptive stage.
+            with spark.few_jobs():
+                found = spark.run(routing.query, {**others, **routing.relations}, types)
+        rows = found
+    else:
+        rows = spark.run(p.query, relations(p, warehouse, at, snap), types)
+    tz = [i for i, c in enumerate(p.bound.columns) if c.type == "timestamp with time zone"]
+    if tz:
+        rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]
+    return rows
+
+
+def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa.Table:
+    """Evaluate ``query`` at ``at`` into Arrow (INSERT … SELECT, UPDATE, DELETE)."""
+    from mzflow.engine import spark
+
+    p = plan(snap, query)
+    if not p.needs_spark:
+        try:
+            rows = run_local(snap, p)
+        except local.NotEvaluable:
+            if p.bound.system_tables:
+                raise
+            rows = None  # a constant the in-process path cannot evaluate: Spark can
+        if rows is not None:
+            names = [c.name for c in p.bound.columns]
+            return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
+    with spark.registered(relations(p, warehouse, at)) as views:
+        try:
+            return spark.collect_arrow(spark.dataframe(p.query, views,
+                                                    [c.type for c in p.bound.columns]))
+        except Error:
+            raise
+        except Exception as e:
+            raise spark.translate_error(e) from None
+

@@ -1,0 +1,391 @@
+"""Writes to tables: INSERT, UPDATE, DELETE and COPY, each one atomic Delta commit.
+
+Every write runs inside the catalog's write transaction: it takes the next
+timestamp from the oracle, computes its rows (in-process for literal VALUES
+and files, on Spark for anything that reads tables), commits them to the
+table's shard with that timestamp in the commit metadata, and only then marks
+the timestamp readable. A crash before the Delta commit leaves the table
+untouched; a crash after it leaves a commit that readers adopt with the next
+write (never a partial one, never twice with an idempotency key).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from sqlglot import exp
+
+from mzflow import config
+from mzflow.catalog import srf
+from mzflow.catalog.model import TABLE, Item, Snapshot
+from mzflow.catalog.store import Store, Writer, now_ms
+from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
+from mzflow.plan.constants import NotConstant, evaluate_rows
+from mzflow.projections import runtime as projections
+from mzflow.quality import validate as quality
+from mzflow.storage import paths
+from mzflow.storage import rows as rowconv
+from mzflow.storage.delta import ROWID, Shard
+from mzflow.storage.types import parse_type
+
+log = logging.getLogger("mzflow.write")
+
+IdempotencyKey = tuple[str, int]
+# The rows a write's expectations let through (see quality/validate.py).
+Check = Callable[[Writer, Item, pa.Table], pa.Table]
+# What a write will commit: its row count, the commit (given the time, returns the new
+# version), and the rows when it is an append of them (its projections are computed from
+# those while the table's own commit runs).
+Produced = tuple[int, Callable[[int], int], pa.Table | None]
+Produce = Callable[[Writer, Item, Shard, Check], Produced]
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    status: str
+    rows: int
+    version: int | None  # the new Delta version, None when nothing was written
+    ts: int | None
+    notices: tuple[str, ...] = ()
+
+
+def _constant(node: exp.Expr) -> Any:
+    """A constant expression's value, in process with PostgreSQL's semantics."""
+    from mzflow.engine import arrow_constants
+
+    return arrow_constants.value(node).to_pylist()[0]
+
+
+def shard_of(warehouse: Path, item: Item) -> Shard:
+    return Shard(paths.table(warehouse, item.id))
+
+
+def _file_size(w: Writer) -> int:
+    return config.tuning(w.snapshot.settings).file_size
+
+
+def targets_of(item: Item) -> list[rowconv.Target]:
+    return [rowconv.Target(c.name, c.type, c.nullable) for c in item.columns]
+
+
+class TableWrites:
+    """The write paths. ``read`` runs a bound query on Spark and returns Arrow."""
+
+    def __init__(self, store: Store, warehouse: Path,
+                 read: Callable[[Snapshot, exp.Query, int], pa.Table]):
+        self.store = store
+        self.warehouse = warehouse
+        self.read = read
+
+    def _commit(self, name: exp.Table, key: IdempotencyKey | None, status: str,
+                produce: Produce) -> WriteResult:
+        """Shared frame: lock, resolve, idempotency check, produce rows, validate them
+        (expectations), commit."""
+        verb = status.split()[0]
+        statement = verb if key is None else f"{verb} {key[0]}:{key[1]}"
+        box: list[quality.Checked] = []
+
+        def check(w: Writer, item: Item, data: pa.Table) -> pa.Table:
+            checked = quality.validate(w.snapshot, item, data, statement)
+            if checked is None:
+                return data
+            box.append(checked)
+            return checked.kept
+
+        prepared: projections.Prepared | None = None
+        try:
+            with self.store.write() as w:
+                item = _table(w.snapshot, name)
+                shard = shard_of(self.warehouse, item)
+                if key is not None:
+                    done = shard.applied(key[0])
+                    if done is not None and done >= key[1]:
+                        notice = (f"write {key[0]}:{key[1]} was already applied to "
+                                  f"{item.qualified_name}, skipping")
+                        return WriteResult(f"{status} 0", 0, None, None, (notice,))
+                _adopt_orphan(w, shard)
+                count, apply, appended = produce(w, item, shard, check)
+                checked = box[0] if box else None
+                bad = checked.quarantined if checked is not None else None
+                if count == 0 and key is None and bad is None:
+                    if checked is not None:  # every row dropped: still a validated batch
+                        w.record_results(*checked.records(now_ms()))
+                    return WriteResult(f"{status} 0", 0, None, None,
+                                       tuple(checked.notices) if checked else ())
+                ts = w.allocate_ts()
+                prepared = (projections.prepare(w.snapshot, self.warehouse, item, appended)
+                            if appended is not None else None)
+                version = self._apply(w, item, ts, count if key is None else 1, apply, bad)
+                if checked is not None:
+                    w.record_results(*checked.records(ts))
+                w.committed(ts)
+        except quality.ExpectationFailed as failed:
+            # Nothing was written; the results say why, in a transaction of their own.
+            with self.store.write() as again:
+                again.record_results(*failed.checked.records(now_ms()))
+            raise
+        except BaseException:
+            # The table's commit, or the catalog's after it, failed: the staged files are
+            # nobody's now (a table commit without its catalog commit is adopted by the
+            # next write, and its parts projected on the fly).
+            if prepared is not None:
+                prepared.discard()
+            raise
+        if version is not None and w.snapshot.projections_on(item.id):
+            # Projections follow their table's commit (Delta has no two-table commit),
+            # once the write is committed and visible, under the write lock again, so
+            # that no other writer of the projection (MATERIALIZE) stores a part twice.
+            # A part whose rows are not stored (a crash in between) is projected on the
+            # fly by its readers.
+            with self.store.write() as again:
+                projections.keep_new_parts(again.snapshot, self.warehouse, item, version,
+                                           verb, prepared)
+        log.info("%s %s: %d rows, version %s at %d", status, item.qualified_name, count,
+                 version, ts)
+        return WriteResult(f"{status} {count}", count, version, ts,
+                           tuple(checked.notices) if checked else ())
+
+    def _apply(self, w: Writer, item: Item, ts: int, count: int,
+               apply: Callable[[int], int], bad: pa.Table | None) -> int | None:
+        """Commit the table's rows and any quarantined ones (see quality/validate.py for
+        why the quarantined rows are staged first). Returns the table's new version."""
+        if bad is None:
+            return apply(ts)
+        quarantine = quality.quarantine_of(w.snapshot, item)
+        qshard = shard_of(self.warehouse, quarantine)
+        first = _fresh_rowids(w, qshard, bad.num_rows)
+        rows = quality.quarantine_rows(bad, quarantine, ts, first)
+        if count == 0:  # nothing for the table: one commit, atomic by itself
+            qshard.append(rows, ts, (f"quarantine-{item.id}", ts))
+            return None
+        staged = quality.stage(self.warehouse, item, quarantine, rows, ts)
+        version = apply(ts)
+        quality.commit(staged)
+        return version
+
+    def append(self, name: exp.Table, rows: pa.Table, key: IdempotencyKey) -> WriteResult:
+        """Append ``rows`` (the table's columns, its types) once: what a tick quarantines."""
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> Produced:
+            data = _with_rowids(w, shard, check(w, item, rowconv.conform(
+                rows, targets_of(item))))
+            return _appending(w, shard, data, key)
+
+        return self._commit(name, key, "INSERT 0", produce)
+
+    def insert(self, stmt: exp.Insert, key: IdempotencyKey | None = None) -> WriteResult:
+        target = stmt.this
+        names = None
+        if isinstance(target, exp.Schema):
+            names = [c.name for c in target.expressions]
+            target = target.this
+        source = stmt.expression
+
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> Produced:
+            targets = targets_of(item)
+            order = _column_order(item, names)
+            data = check(w, item, self._rows_for_insert(w.snapshot, source, targets, order))
+            data = _with_rowids(w, shard, data)
+            return _appending(w, shard, data, key)
+
+        return self._commit(target, key, "INSERT 0", produce)
+
+    def _rows_for_insert(self, snap: Snapshot, source: exp.Expr, targets: list[rowconv.Target],
+                         order: list[int | None]) -> pa.Table:
+        chosen = [targets[i] for i in order if i is not None]
+        if isinstance(source, exp.Values):
+            try:
+                values = evaluate_rows(source, _constant)
+            except NotConstant:
+                values = None
+            if values is not None:
+                for n, row in enumerate(values, start=1):
+                    if len(row) != len(chosen):
+                        raise Error("INSERT has more expressions than target columns"
+                                    if len(row) > len(chosen) else
+                                    "INSERT has more target columns than expressions",
+                                    detail=f"in row {n}")
+                full = [[row[order.index(i)] if i in order else None
+                         for i in range(len(targets))] for row in values]
+                return rowconv.from_values(full, targets)
+            query: exp.Query = exp.select("*").from_(exp.Subquery(this=source, alias="v"))
+        elif isinstance(source, exp.Query):
+            query = source
+        else:
+            raise Unsupported(f"INSERT from {type(source).__name__} is not supported")
+        computed = self.read(snap, query, snap.read_ts)
+        if computed.num_columns != len(chosen):
+            raise Error(f"INSERT has {computed.num_columns} expressions but {len(chosen)} "
+                        "target columns")
+        computed = rowconv.conform(computed, chosen)
+        columns = []
+        for i, t in enumerate(targets):
+            if i in order:
+                columns.append(computed.column(order.index(i)))
+            else:
+                if not t.nullable:
+                    raise rowconv.NotNullViolation(
+                        f'null value in column "{t.name}" violates not-null constraint')
+                columns.append(pa.nulls(computed.num_rows, parse_type(t.type).arrow))
+        return rowconv.conform(pa.Table.from_arrays(columns, names=[t.name for t in targets]),
+                               targets)
+
+    def delete(self, stmt: exp.Delete, key: IdempotencyKey | None = None) -> WriteResult:
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> Produced:
+            query = exp.select(exp.column(ROWID)).from_(_ref(item))
+            if stmt.args.get("where") is not None:
+                query = query.where(stmt.args["where"].this)
+            ids = self.read(w.snapshot, query, w.snapshot.read_ts).column(0)
+            return len(ids), lambda ts: shard.delete_rows(ids.combine_chunks(), ts, key), None
+
+        _warm_spark()
+        return self._commit(stmt.this, key, "DELETE", produce)
+
+    def update(self, stmt: exp.Update, key: IdempotencyKey | None = None) -> WriteResult:
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> Produced:
+            sets: dict[str, exp.Expr] = {}
+            known = {c.name for c in item.columns}
+            srf.check_not_in([a.expression for a in stmt.expressions], "UPDATE")
+            for assignment in stmt.expressions:
+                col = assignment.this.name
+                if col not in known:
+                    raise UnknownColumn(f'column "{col}" of relation "{item.name}" '
+                                        "does not exist")
+                sets[col] = assignment.expression
+            projections = [exp.alias_(sets.get(c.name, exp.column(c.name)), c.name, quoted=True)
+                           for c in item.columns]
+            query = exp.select(*projections, exp.column(ROWID)).from_(_ref(item))
+            if stmt.args.get("where") is not None:
+                query = query.where(stmt.args["where"].this)
+            computed = self.read(w.snapshot, query, w.snapshot.read_ts)
+            targets = targets_of(item)
+            new = rowconv.conform(computed.select(list(range(len(targets)))), targets)
+            new = new.append_column(pa.field(ROWID, pa.int64(), nullable=False),
+                                    computed.column(len(targets)))
+            # A row that fails DROP ROW or QUARANTINE keeps its old values.
+            new = check(w, item, new)
+            return new.num_rows, lambda ts: shard.update_rows(new, ts, key), None
+
+        _warm_spark()
+        return self._commit(stmt.this, key, "UPDATE", produce)
+
+    def copy(self, stmt: exp.Copy, key: IdempotencyKey | None = None) -> WriteResult:
+        if not stmt.args.get("kind"):
+            raise Unsupported("COPY … TO is not supported; use a sink")
+        files = stmt.args.get("files") or []
+        if len(files) != 1 or not isinstance(files[0], exp.Literal):
+            raise Unsupported("COPY FROM takes one file path as a string")
+        options = _copy_options(stmt)
+        path = Path(files[0].this)
+
+        def produce(w: Writer, item: Item, shard: Shard, check: Check
+                    ) -> Produced:
+            from mzflow.storage.files import read_file
+
+            data = check(w, item, read_file(path, targets_of(item), **options))
+            data = _with_rowids(w, shard, data)
+            return _appending(w, shard, data, key)
+
+        return self._commit(stmt.this, key, "COPY", produce)
+
+
+def _appending(w: Writer, shard: Shard, data: pa.Table, key: IdempotencyKey | None
+               ) -> Produced:
+    return (data.num_rows, lambda ts: shard.append(data, ts, key, file_size=_file_size(w)),
+            data)
+
+
+def _warm_spark() -> None:
+    """Start Spark before taking the catalog's write lock, not under it: UPDATE and
+    DELETE read the table on Spark, and a JVM start (tens of seconds on a busy machine)
+    held every other writer past its busy timeout (found by the soak, issue 19)."""
+    from mzflow.engine import spark
+
+    spark.session()
+
+
+def _table(snap: Snapshot, name: exp.Table) -> Item:
+    item = snap.resolve(name.name)
+    if item.kind != TABLE:
+        raise WrongObjectType(f"cannot write to {item.qualified_name}: it is a {item.kind_word}")
+    return item
+
+
+def _ref(item: Item) -> exp.Table:
+    """A reference that binds to the table's newest version, rowids included."""
+    return exp.to_table(item.name)
+
+
+def _column_order(item: Item, names: list[str] | None) -> list[int | None]:
+    """For each value position, the index of the table column it fills."""
+    cols = [c.name for c in item.columns]
+    if names is None:
+        return list(range(len(cols)))
+    order: list[int | None] = []
+    for n in names:
+        if n not in cols:
+            raise UnknownColumn(f'column "{n}" of relation "{item.name}" does not exist')
+        if cols.index(n) in order:
+            raise InvalidOption(f'column "{n}" specified more than once')
+        order.append(cols.index(n))
+    return order
+
+
+def _adopt_orphan(w: Writer, shard: Shard) -> None:
+    """A writer killed after its Delta commit but before its catalog commit leaves a
+    commit the catalog never recorded: its time is above ``read_ts`` and its row ids
+    were never marked used. Writing on top of it, read at its time (so that a DELETE or
+    UPDATE sees its rows) and never hand its row ids out again."""
+    history = shard.history()
+    if history and history[-1][1] > w.snapshot.read_ts:
+        w.snapshot = dataclasses.replace(w.snapshot, read_ts=history[-1][1])
+
+
+def _fresh_rowids(w: Writer, shard: Shard, n: int) -> int:
+    """The first of ``n`` row ids no commit of ``shard`` has used."""
+    top = shard.max_rowid()
+    unused = w.allocate_rowids(0)
+    if top is not None and top >= unused:  # ids an orphaned commit already wrote
+        w.allocate_rowids(top + 1 - unused)
+    return w.allocate_rowids(n)
+
+
+def _with_rowids(w: Writer, shard: Shard, data: pa.Table) -> pa.Table:
+    first = _fresh_rowids(w, shard, data.num_rows)
+    ids = pa.array(range(first, first + data.num_rows), type=pa.int64())
+    return data.append_column(pa.field(ROWID, pa.int64(), nullable=False), ids)
+
+
+def _copy_options(stmt: exp.Copy) -> dict[str, Any]:
+    out: dict[str, Any] = {"format": "csv", "header": False, "delimiter": ","}
+    for param in stmt.args.get("params") or []:
+        name = param.this.name.lower()
+        value = param.args.get("expression")
+        if value is None:
+            text = "true"
+        elif isinstance(value, exp.Boolean):
+            text = "true" if value.this else "false"
+        else:
+            text = value.name
+        if name == "format":
+            out["format"] = text.lower()
+        elif name == "header":
+            out["header"] = text.lower() in ("true", "1", "on", "yes")
+        elif name == "delimiter":
+            out["delimiter"] = text
+        else:
+            raise InvalidOption(f'unexpected COPY option "{name.upper()}"',
+                                hint="valid options are FORMAT, HEADER and DELIMITER")
+    if out["format"] not in ("csv", "parquet", "json"):
+        raise InvalidOption(f"unknown COPY format {out['format'].upper()}",
+                            hint="valid formats are CSV, PARQUET and JSON")
+    return out
