@@ -32,8 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mzflow.storage.delta import DIFF, TS_KEY, Shard
+from mzflow.storage.commits import TS_KEY
 from mzflow.storage.rows import plain_strings
+from mzflow.storage.shard import DIFF, Shard
 
 FROM, UPTO, BATCH = "_mz_from", "_mz_upto", "_mz_batch"
 _META = (DIFF, FROM, UPTO, BATCH)
