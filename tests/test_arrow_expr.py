@@ -476,12 +476,12 @@ def _division(result: str, operands: tuple[str, str]) -> Any:
 
 
 def test_a_bound_division_is_exact_and_rounds_half_away_from_zero() -> None:
-    from mzflow.engine import arrow_expr
+    from mzflow.engine import arrow_arith
     from mzflow.engine.spark import EvaluationError
 
     D = Decimal
-    assert arrow_expr.quotient(pa.array([D(1), D(-1), D(1), None, D("0.5")]),
-                               pa.array([8, 8, 3, 1, None]), 2, 38, 5).to_pylist() == [
+    assert arrow_arith.quotient(pa.array([D(1), D(-1), D(1), None, D("0.5")]),
+                                pa.array([8, 8, 3, 1, None]), 2, 38, 5).to_pylist() == [
         D("0.13"), D("-0.13"), D("0.33"), None, None]
     # Against Python's decimals (28 significant digits are plenty here): numeric by
     # bigint at 16 places, as avg's merge divides.

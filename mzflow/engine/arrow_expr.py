@@ -5,14 +5,13 @@ semantics: EXPECT constraints judge every batch a table write commits, in-proces
 type-driven decision (and every refusal) is taken before a row is seen, so the two
 cannot disagree about what is supported. A quoted literal is typed from its context
 (``d > '2024-01-01'`` compares dates), as PostgreSQL types an ``unknown`` literal.
+Types and literals are ``arrow_types.py``'s, arithmetic ``arrow_arith.py``'s, and more
+functions ``arrow_functions.py``'s.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import re
-from collections.abc import Callable, Mapping
-from decimal import Context, Decimal
+from collections.abc import Mapping
 from functools import reduce
 from typing import Any
 
@@ -20,27 +19,33 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
-from mzflow.engine.spark import EvaluationError, evaluation_error
-from mzflow.errors import TypeMismatch, UnknownColumn, UnknownFunction, Unsupported
+from mzflow.engine.arrow_arith import _arith, _divide
+from mzflow.engine.arrow_types import (
+    NULL_BOOL,
+    Data,
+    Unknown,
+    Value,
+    _array,
+    _bool,
+    _checked,
+    _decimal,
+    _fail,
+    _isnull,
+    _kind,
+    _number,
+    _parse,
+    _pg,
+    _ps,
+    _text,
+    _typed,
+    _unify,
+    _widen,
+)
+from mzflow.engine.spark import EvaluationError
+from mzflow.errors import UnknownColumn, UnknownFunction, Unsupported
 from mzflow.sql.parse import DIALECT
-from mzflow.storage import rows
 from mzflow.storage.types import parse_type
 
-
-class Unknown(str):
-    """A quoted literal whose type is not known yet."""
-
-
-class Wide(Unknown):
-    """A number too wide for Arrow's decimals: usable only beside a float, which
-    PostgreSQL converts it to."""
-
-
-Data = Any  # pa.Array | pa.ChunkedArray | pa.Scalar: pyarrow has no type hints
-Value = Any  # Data | Unknown
-NULL_BOOL = pa.scalar(None, pa.bool_())
-_DIGITS = {8: 3, 16: 5, 32: 10, 64: 19}  # the decimal digits an integer type needs
 Ops = dict[type[exp.Expr], tuple[str, str]]
 _CMP: Ops = {exp.EQ: ("equal", "="), exp.NEQ: ("not_equal", "<>"), exp.LT: ("less", "<"),
              exp.LTE: ("less_equal", "<="), exp.GT: ("greater", ">"),
@@ -251,143 +256,7 @@ def _lazy(node: exp.Expr, table: pa.Table, needed: Data) -> Value:
         return pc.replace_with_mask(pa.nulls(table.num_rows, v.type), mask, _array(v, 0))
 
 
-def _array(v: Data, n: int) -> pa.Array:
-    if isinstance(v, pa.Scalar):
-        return pa.repeat(v, n)
-    return v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
-
-
-def _isnull(v: Value) -> Data:
-    return pa.scalar(False) if isinstance(v, Unknown) else pc.is_null(v)
-
-
-def _fail(message: str, code: str) -> EvaluationError:
-    return evaluation_error(f"Evaluation error: {message}", code)
-
-
-def _checked(run: Callable[[], Data], t: pa.DataType) -> Data:
-    """run(), with Arrow's overflow (checked kernels, safe casts) as PostgreSQL's error."""
-    try:
-        return run()
-    except pa.ArrowInvalid:
-        what = {"int": f"{_pg(t)} out of range", "dec": "numeric field overflow"}
-        raise _fail(what.get(_kind(t), "value out of range: overflow"), "22003") from None
-
-
-# -- types ----------------------------------------------------------------------------
-
-
-def _kind(t: pa.DataType) -> str:
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_decimal(t):
-        return "dec"
-    if pa.types.is_floating(t):
-        return "float"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "text"
-    if pa.types.is_date(t) or pa.types.is_timestamp(t):
-        return "time"
-    return "bool" if pa.types.is_boolean(t) else "null" if pa.types.is_null(t) else str(t)
-
-
-def _pg(t: pa.DataType) -> str:
-    k = _kind(t)
-    if k == "int":
-        return {64: "bigint", 32: "integer"}.get(t.bit_width, "smallint")
-    if k == "float":
-        return "real" if t.bit_width == 32 else "double precision"
-    if pa.types.is_timestamp(t):
-        return f"timestamp with{'' if t.tz else 'out'} time zone"
-    return {"dec": "numeric", "bool": "boolean", "null": "unknown", "time": "date"}.get(k, k)
-
-
-def _decimal(p: int, s: int) -> pa.DataType:
-    if p > 76:
-        raise Unsupported(f"EXPECT cannot use numeric values of {p} digits yet (76 at most)")
-    return pa.decimal128(max(p, 1), s) if p <= 38 else pa.decimal256(p, s)
-
-
-def _ps(t: pa.DataType) -> tuple[int, int]:
-    return (t.precision, t.scale) if _kind(t) == "dec" else (_DIGITS[t.bit_width], 0)
-
-
-def _common(a: pa.DataType, b: pa.DataType, op: str) -> pa.DataType:
-    """The type both convert to, as PostgreSQL's implicit casts choose it."""
-    ka, kb = _kind(a), _kind(b)
-    if a == b or kb == "null":
-        return a
-    if ka == "null":
-        return b
-    if ka == kb == "int":
-        return a if a.bit_width >= b.bit_width else b
-    if {ka, kb} <= {"int", "dec"}:  # exact: enough digits on both sides of the point
-        (p1, s1), (p2, s2) = _ps(a), _ps(b)
-        return _decimal(max(p1 - s1, p2 - s2) + max(s1, s2), max(s1, s2))
-    if {ka, kb} <= {"int", "dec", "float"}:  # even real vs numeric: float8, as PostgreSQL
-        return pa.float64()
-    if ka == kb == "time":  # date < timestamp < timestamptz (the session zone is UTC)
-        return max(a, b, key=lambda t: (pa.types.is_timestamp(t), bool(getattr(t, "tz", None))))
-    if ka == kb == "text":
-        return pa.large_string()
-    if op == "COALESCE":
-        raise TypeMismatch(f"COALESCE types {_pg(a)} and {_pg(b)} cannot be matched")
-    raise UnknownFunction(f"operator does not exist: {_pg(a)} {op} {_pg(b)}")
-
-
-def _typed(vals: list[Value], op: str) -> tuple[list[Data], pa.DataType]:
-    """Quoted literals read as the others' type, NULLs typed; and the common type."""
-    def common(vs: list[Value]) -> pa.DataType:
-        return reduce(lambda a, b: _common(a, b, op),
-                      [v.type for v in vs if not isinstance(v, Unknown)], pa.null())
-
-    t = common(vals)
-    if _kind(t) == "null" and any(isinstance(v, Unknown) for v in vals):
-        t = pa.string()
-    typed = [_parse(v, t) if isinstance(v, Unknown) else v for v in vals]
-    t = common(typed)  # a numeric literal keeps its digits: x = '1.555' is numeric(4,3)
-    return [pc.cast(v, t) if _kind(v.type) == "null" else v for v in typed], t
-
-
-def _unify(vals: list[Value], op: str) -> list[Data]:
-    typed, t = _typed(vals, op)
-    return [_widen(v, t) for v in typed]
-
-
-def _widen(v: Data, t: pa.DataType) -> Data:
-    if v.type == t:
-        return v
-    if _kind(v.type) == "int" and _kind(t) == "dec":  # Arrow wants every digit its type has
-        v = pc.cast(v, _decimal(*_ps(v.type)))
-    if _kind(v.type) == "dec" and _kind(t) == "float":
-        # Arrow's decimal→double is not correctly rounded (3.03 gives 3.0300000000000002);
-        # PostgreSQL's is (strtod of the text), and so is Arrow's text→double.
-        return pc.cast(pc.cast(v, pa.string()), t)
-    # Widening, or narrowing to digits the values fit in; unsafe lets int64 → float64 round.
-    return pc.cast(v, t, safe=False)
-
-
-def _bool(v: Value, what: str) -> Data:
-    if isinstance(v, Unknown):
-        return _parse(v, pa.bool_())
-    if _kind(v.type) == "null":
-        return NULL_BOOL
-    if _kind(v.type) != "bool":
-        raise TypeMismatch(f"argument of {what} must be type boolean, not type {_pg(v.type)}")
-    return v
-
-
-def _text(v: Value, fn: str) -> Data:
-    if isinstance(v, Wide):
-        raise UnknownFunction(f"function {fn}(numeric) does not exist")
-    if isinstance(v, Unknown) or _kind(v.type) == "null":
-        return pa.scalar(str(v) if isinstance(v, Unknown) else None, pa.string())
-    if _kind(v.type) != "text":
-        raise UnknownFunction(f"function {fn}({_pg(v.type)}) does not exist")
-    return v
-
-
-# -- operators ------------------------------------------------------------------------
+# -- comparisons, casts, LIKE ---------------------------------------------------------
 
 
 def _compare(fn: str, op: str, a: Value, b: Value) -> Data:
@@ -406,120 +275,6 @@ def _compare(fn: str, op: str, a: Value, b: Value) -> Data:
     nan_a, nan_b = pc.is_nan(a), pc.is_nan(b)
     nan = pc.and_kleene(nan_a if fn == "equal" else pc.invert(nan_a), nan_b)
     return pc.or_kleene(getattr(pc, fn)(a, b), nan)
-
-
-def _any(mask: Data) -> bool:
-    return (mask if isinstance(mask, pa.Scalar) else pc.any(mask)).as_py() is True
-
-
-def _digits(v: Data, scale: int) -> int:
-    """The digits v's values need (its type may allow more)."""
-    top = (pc.abs(v) if isinstance(v, pa.Scalar) else pc.max(pc.abs(v))).as_py()
-    return scale + max(Decimal(top).adjusted() + 1, 1) if top else scale + 1
-
-
-def _arith(fn: str, op: str, a: Value, b: Value) -> Data:
-    (a, b), t = _typed([a, b], op)
-    k = _kind(t)
-    if k not in ("int", "dec", "float"):
-        raise UnknownFunction(f"operator does not exist: {_pg(a.type)} {op} {_pg(b.type)}")
-    if k == "dec":
-        # Each side keeps its own digits (a common type would make numeric * 2 need 77).
-        # Arrow sizes the result by the operands' types: past decimal256's 76 digits
-        # (numeric * numeric), size them by their values, which rarely need as many.
-        def size(p1: int, p2: int) -> int:
-            return p1 + p2 + 1 if fn == "multiply" else max(p1 - s1, p2 - s2) + max(s1, s2) + 1
-
-        (p1, s1), (p2, s2) = _ps(a.type), _ps(b.type)
-        if size(p1, p2) > 76:
-            p1, p2 = _digits(a, s1), _digits(b, s2)
-        wide = pa.decimal256 if _decimal(size(p1, p2), 0).bit_width == 256 else pa.decimal128
-        a, b = _widen(a, wide(p1, s1)), _widen(b, wide(p2, s2))
-    else:
-        a, b = _widen(a, t), _widen(b, t)
-    r = _checked(lambda: getattr(pc, fn + "_checked")(a, b), t)
-    if k == "float":  # Arrow lets floats overflow to inf and underflow to 0; PostgreSQL not
-        finite = pc.and_kleene(pc.invert(pc.is_inf(a)), pc.invert(pc.is_inf(b)))
-        if _any(pc.and_kleene(pc.is_inf(r), finite)):
-            raise _fail("value out of range: overflow", "22003")
-        nonzero = pc.and_kleene(pc.not_equal(a, 0), pc.not_equal(b, 0))
-        if fn == "multiply" and _any(pc.and_kleene(pc.equal(r, 0), nonzero)):
-            raise _fail("value out of range: underflow", "22003")
-    return r
-
-
-def _divide(node: exp.Div, a: Value, b: Value, n: int) -> Data:
-    """``a / b`` of the result type the binder gave the division (``catalog/exprtypes.py``;
-    an unbound division is refused): integers truncate; a numeric quotient is exact,
-    rounded half away from zero at the result's scale, within the 38 digits the Spark
-    path (``engine/spark.py: _decimal_quotient``) gives it; a double is IEEE's."""
-    (a, b), t = _typed([a, b], "/")
-    k, result = _kind(t), node.type
-    assert isinstance(result, exp.DataType)
-    if k not in ("int", "dec", "float"):
-        raise UnknownFunction(f"operator does not exist: {_pg(a.type)} / {_pg(b.type)}")
-    if k == "float" and result.is_type(exp.DType.DOUBLE):
-        a, b = _widen(a, t), _widen(b, t)
-        # PostgreSQL's float8div: NaN / 0 is NaN, anything else / 0 an error.
-        if _any(pc.and_kleene(pc.equal(b, 0), pc.invert(pc.is_nan(a)))):
-            raise _fail("division by zero", "22012")
-        r = pc.divide(a, b)
-        finite = pc.and_kleene(pc.invert(pc.is_inf(a)), pc.invert(pc.is_inf(b)))
-        if _any(pc.and_kleene(pc.is_inf(r), finite)):
-            raise _fail("value out of range: overflow", "22003")
-        if _any(pc.and_kleene(pc.equal(r, 0), pc.and_kleene(pc.not_equal(a, 0),
-                                                              pc.invert(pc.is_inf(b))))):
-            raise _fail("value out of range: underflow", "22003")
-        return r
-    if k == "int" and result.is_type(*exp.DataType.INTEGER_TYPES):
-        a, b = _widen(a, t), _widen(b, t)
-        _no_zero_divisor(a, b)
-        return _checked(lambda: pc.divide_checked(a, b), t)  # truncates toward zero
-    if k in ("int", "dec") and result.is_type(exp.DType.DECIMAL):
-        operands = node.meta.get(OPERANDS) or (None, node.expression.type)
-        den_t = operands[1] if len(operands) > 1 else None
-        scale, den_scale = sqlglot_scale(result), sqlglot_scale(den_t)
-        if den_t is None or scale < 6 or scale + den_scale > 37:
-            raise Unsupported(f"cannot divide to numeric scale {scale} exactly yet")
-        _no_zero_divisor(a, b)
-        return quotient(a, b, scale, 38 - den_scale, n)
-    raise Unsupported(f"cannot divide {_pg(a.type)} by {_pg(b.type)} into "
-                      f"{result.sql(dialect=DIALECT).lower()} yet")
-
-
-def _no_zero_divisor(a: Data, b: Data) -> None:
-    if _any(pc.and_kleene(pc.equal(b, 0), pc.is_valid(a))):  # NULL / 0 is NULL
-        raise _fail("division by zero", "22012")
-
-
-def quotient(a: Data, b: Data, scale: int, digits: int, n: int) -> Data:
-    """Exact ``a / b`` of integers or numerics as ``decimal(38, scale)``, rounded half
-    away from zero, as PostgreSQL rounds and as Spark's HALF_UP does. ``a`` fits in
-    ``digits`` digits at that scale and the quotient in 38, else numeric field overflow
-    (the Spark path's casts fail there). Python integers, value by value: a routed
-    read divides per group, a few rows."""
-    scalar = isinstance(a, pa.Scalar) and isinstance(b, pa.Scalar)
-    xs = [a.as_py()] if isinstance(a, pa.Scalar) else _array(a, n).to_pylist()
-    ys = [b.as_py()] if isinstance(b, pa.Scalar) else _array(b, n).to_pylist()
-    if len(xs) != len(ys):
-        xs, ys = xs * (len(ys) if len(xs) == 1 else 1), ys * (len(xs) if len(ys) == 1 else 1)
-    out: list[Decimal | None] = []
-    for x, y in zip(xs, ys, strict=True):
-        if x is None or y is None:
-            out.append(None)
-            continue
-        if abs(x) >= Decimal(10) ** (digits - scale):
-            raise _fail("numeric field overflow", "22003")
-        (n1, d1), (n2, d2) = x.as_integer_ratio(), y.as_integer_ratio()
-        num, den = n1 * d2 * 10 ** scale, d1 * n2
-        q, r = divmod(abs(num), abs(den))
-        q += 2 * r >= abs(den)
-        q = -q if (num < 0) != (den < 0) else q
-        if abs(q) >= 10 ** 38:
-            raise _fail("numeric field overflow", "22003")
-        out.append(Decimal(q).scaleb(-scale))
-    t = pa.decimal128(38, scale)
-    return pa.scalar(out[0], t) if scalar else pa.array(out, t)
 
 
 def cast(v: Value, to: exp.DataType) -> Data:
@@ -609,79 +364,3 @@ def _like(node: exp.Expr, table: pa.Table) -> Data:
                     for w, c in tokens)
     found = pc.match_substring_regex(s, f"(?s)\\A{regex}\\z")
     return pc.invert(found) if node.args.get("negate") else found
-
-
-# -- literals -------------------------------------------------------------------------
-
-
-def _number(text: str) -> pa.Scalar | Wide:
-    """An unquoted number: integer if it fits, else bigint, else numeric, as PostgreSQL."""
-    if re.fullmatch(r"[+-]?\d+", text):
-        for t in (pa.int32(), pa.int64()):
-            if -(1 << (t.bit_width - 1)) <= int(text) < 1 << (t.bit_width - 1):
-                return pa.scalar(int(text), t)
-    d = Decimal(text)
-    digits, exponent = len(d.as_tuple().digits), int(d.as_tuple().exponent)
-    p, s = (digits + exponent, 0) if exponent >= 0 else (max(digits, -exponent), -exponent)
-    if p > 76:
-        return Wide(text)
-    # 1e3 is 1000, numeric(4,0)
-    return pa.scalar(d.quantize(Decimal(1), context=Context(prec=p)) if exponent > 0 else d,
-                     _decimal(p, s))
-
-
-_NUM = re.compile(r"\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?)\s*", re.I | re.A)
-_WS = " \t\n\r\f\v"  # what PostgreSQL's input functions skip: C's isspace()
-_OTHER_FORMS = re.compile(r"_|^\s*[+-]?0[xob]|nan|inf", re.I)  # 1_000, 0x1F, NaN: refused
-
-
-def _parse(text: str, t: pa.DataType) -> pa.Scalar:
-    """A quoted literal as a value of t's kind (numeric: its own digits), or PostgreSQL's
-    error; a form PostgreSQL accepts but this does not read is Unsupported."""
-    k, num = _kind(t), _NUM.fullmatch(text)
-    if isinstance(text, Wide) and k != "float":
-        raise Unsupported(f"EXPECT cannot use {text} as {_pg(t)} yet (76 digits at most)")
-    invalid = _fail(f'invalid input syntax for type {_pg(t)}: "{text}"', "22P02")
-    if k == "text":
-        return pa.scalar(str(text), t)
-    if k in ("int", "dec", "float") and _OTHER_FORMS.search(text) and not (
-            k == "float" and text.strip(_WS).lower().lstrip("+-") in ("inf", "infinity", "nan")):
-        raise Unsupported(f"EXPECT cannot read '{text}' as {_pg(t)} yet")
-    if k == "int":
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", text, re.A):
-            raise invalid
-        if not -(1 << (t.bit_width - 1)) <= int(text) < 1 << (t.bit_width - 1):
-            raise _fail(f'value "{text}" is out of range for type {_pg(t)}', "22003")
-        return pa.scalar(int(text), t)
-    if k == "dec" and num:
-        v = _number(num.group(1))
-        if isinstance(v, Wide):
-            raise Unsupported(f"EXPECT cannot use '{text}' as numeric yet (76 digits at most)")
-        return v
-    if k == "float" and (num or text.strip(_WS).lower().lstrip("+-") in ("inf", "infinity",
-                                                                          "nan")):
-        v = pc.cast(pa.scalar(text.strip(_WS)), t)  # correctly rounded, to float4 directly
-        if num and (pc.is_inf(v).as_py() or (v.as_py() == 0 and Decimal(num.group(1)) != 0)):
-            raise _fail(f'"{text}" is out of range for type {_pg(t)}', "22003")
-        return v
-    if k == "bool":
-        try:
-            return pa.scalar(rows.parse_bool(text))
-        except ValueError:
-            raise invalid from None
-    if k == "time":
-        try:
-            v, offset = rows.parse_timestamp(text)
-        except rows.OutOfRangeTime:
-            raise _fail(f'date/time field value out of range: "{text}"', "22008") from None
-        except ValueError:
-            v, offset = None, None
-        if v is not None:
-            if getattr(t, "tz", None) and offset:  # no zone: the session's, always UTC
-                v -= dt.timedelta(seconds=offset)
-            # PostgreSQL ignores a zone given to a timestamp, and a time given to a date.
-            return pa.scalar(v.date() if pa.types.is_date(t) else v, t)
-    if k in ("dec", "float"):
-        raise invalid
-    raise Unsupported(f"EXPECT cannot read '{text}' as {_pg(t)} yet"
-                      + (" (write YYYY-MM-DD[ HH:MM:SS])" if k == "time" else ""))

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from mzflow.catalog.exprtypes import from_sqlglot
-from mzflow.engine import arrow_expr
+from mzflow.engine import arrow_arith, arrow_expr
 from mzflow.engine.spark import evaluation_error
 from mzflow.errors import Error, Unsupported
 from mzflow.storage.types import parse_type, python_values
@@ -266,7 +266,7 @@ def _agg_input(agg: exp.Expr, bare: exp.Expr, table: pa.Table, j: int,
         if scale < 6 or scale > 37:
             raise Unsupported(f"avg at numeric scale {scale}")
         total = pc.if_else(pc.equal(count, 0), pa.scalar(None, total.type), total)
-        return arrow_expr.quotient(total, count, scale, 38, len(count))
+        return arrow_arith.quotient(total, count, scale, 38, len(count))
 
     return [(name, "sum"), (f"{name}c", "count")], average
 

@@ -15,12 +15,13 @@ import pyarrow as pa
 from sqlglot import exp
 
 from mzflow.engine import arrow_expr as ax
+from mzflow.engine import arrow_types as at
 
 _MAX_CHARS = 268435454  # PostgreSQL refuses a text past 1 GB (4 bytes a character)
 
 
 def _too_long() -> ax.EvaluationError:
-    return ax._fail("requested length too large", "54000")
+    return at._fail("requested length too large", "54000")
 
 
 def _replace(s: str, old: str, new: str) -> str:
@@ -72,17 +73,17 @@ def _ascii(s: str) -> int:
 
 def _chr(n: int) -> str:
     if n == 0:
-        raise ax._fail("null character not permitted", "54000")
+        raise at._fail("null character not permitted", "54000")
     if n < 0:
-        raise ax._fail("character number must be positive", "22023")
+        raise at._fail("character number must be positive", "22023")
     if n > 0x10FFFF or 0xD800 <= n <= 0xDFFF:
-        raise ax._fail(f"requested character not valid for encoding: {n}", "54000")
+        raise at._fail(f"requested character not valid for encoding: {n}", "54000")
     return chr(n)
 
 
 def _split_part(s: str, delimiter: str, n: int) -> str:
     if n == 0:
-        raise ax._fail("field position must not be zero", "22023")
+        raise at._fail("field position must not be zero", "22023")
     parts = s.split(delimiter) if delimiter else [s]
     if s == "":
         parts = [""]
@@ -108,8 +109,8 @@ _FUNCTIONS: dict[type[exp.Expr], tuple[Callable[..., Any], tuple[str, ...], pa.D
 }
 
 
-def evaluate(node: exp.Expr, table: pa.Table, per_value: Callable[..., ax.Data]
-             ) -> ax.Data | None:
+def evaluate(node: exp.Expr, table: pa.Table, per_value: Callable[..., at.Data]
+             ) -> at.Data | None:
     """``node``'s value, or None when this module does not evaluate it."""
     from mzflow.engine.arrow_functions import _integer
 
@@ -119,9 +120,9 @@ def evaluate(node: exp.Expr, table: pa.Table, per_value: Callable[..., ax.Data]
         return pa.scalar(dt.datetime.now(dt.UTC).date(), pa.date32())
     ev = lambda n: ax._eval(n, table)  # noqa: E731
     if isinstance(node, exp.Pad):
-        args = [ax._text(ev(node.this), "lpad"), _integer(ev(node.expression), "lpad")]
+        args = [at._text(ev(node.this), "lpad"), _integer(ev(node.expression), "lpad")]
         if node.args.get("fill_pattern") is not None:
-            args.append(ax._text(ev(node.args["fill_pattern"]), "lpad"))
+            args.append(at._text(ev(node.args["fill_pattern"]), "lpad"))
         return per_value(_pad(bool(node.args.get("is_left"))), args, pa.string(),
                          table.num_rows)
     if isinstance(node, exp.Chr) and len(node.expressions) == 1 and not node.args.get(
@@ -137,5 +138,5 @@ def evaluate(node: exp.Expr, table: pa.Table, per_value: Callable[..., ax.Data]
     if any(v is not None and v is not False for k, v in node.args.items() if k not in names):
         return None  # a form PostgreSQL's function lacks (position(… IN … FROM n))
     args = [_integer(ev(node.args[k[1:]]), name) if k.startswith("#")
-            else ax._text(ev(node.args[k]), name) for k in keys]
+            else at._text(ev(node.args[k]), name) for k in keys]
     return per_value(fn, args, out, table.num_rows)

@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mzflow.engine import arrow_expr as ax
+from mzflow.engine import arrow_types as at
 from mzflow.errors import Unsupported
 from mzflow.storage.types import float4
 
@@ -56,12 +56,12 @@ def _numeric_text(v: Decimal) -> str:
     return format(v, "f")
 
 
-def as_text(v: Any, *, cast: bool) -> ax.Data:
+def as_text(v: Any, *, cast: bool) -> at.Data:
     """``v`` as text: a cast's (``cast``: booleans are ``true``) or the type's output
     function's (``f``), as concat uses it."""
-    if isinstance(v, ax.Unknown):
+    if isinstance(v, at.Unknown):
         return pa.scalar(str(v), pa.string())
-    k = ax._kind(v.type)
+    k = at._kind(v.type)
     if k == "text":
         return v
     if k == "null":
@@ -84,10 +84,10 @@ def as_text(v: Any, *, cast: bool) -> ax.Data:
     elif pa.types.is_binary(v.type):
         fn = lambda x: "\\x" + x.hex()  # noqa: E731
     else:
-        raise Unsupported(f"EXPECT cannot convert {ax._pg(v.type)} to text yet")
+        raise Unsupported(f"EXPECT cannot convert {at._pg(v.type)} to text yet")
     if isinstance(v, pa.Scalar):
         return pa.scalar(None if not v.is_valid else fn(v.as_py()), pa.string())
-    return pa.array([None if x is None else fn(x) for x in ax._array(v, len(v)).to_pylist()],
+    return pa.array([None if x is None else fn(x) for x in at._array(v, len(v)).to_pylist()],
                     pa.string())
 
 
