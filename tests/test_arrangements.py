@@ -264,7 +264,7 @@ def test_an_arrangement_whose_table_history_is_gone_is_rebuilt(
 
         def gone(self: Shard, after: int, through: int) -> pa.Table:
             raise OSError(f"no such file: the history after {after} was vacuumed")
-        monkeypatch.setattr(Shard, "change_rows", gone)
+        monkeypatch.setattr(Shard, "diffs", gone)
         (report,) = conn.tick(cluster="c")
         assert report.error is None, report.line()
         monkeypatch.undo()

@@ -83,7 +83,7 @@ def test_keyed_update_or_delete_of_no_rows_is_still_recorded(conn) -> None:
     assert sorted(rows(conn, "SELECT a FROM nk")) == [(1,), (2,)]
 
 
-def test_changed_rows_from_the_log_match_the_change_feed(conn) -> None:
+def test_estimated_change_count_from_the_log_matches_the_change_feed(conn) -> None:
     """The ticks' cost switch sizes a batch from the commits' metrics, without reading
     the change feed: it must count what the feed holds, per statement kind."""
     from mzflow.storage.delta import Shard
@@ -99,9 +99,9 @@ def test_changed_rows_from_the_log_match_the_change_feed(conn) -> None:
         after = table.version()
         feed = pa.table(shard(conn, "cr").load_cdf(starting_version=before + 1,
                                                    ending_version=after))
-        assert table.changed_rows(before, after) == feed.num_rows > 0, sql
-    assert table.changed_rows(-1, table.version()) == 4 + 4 + 1 + 3
-    assert table.changed_rows(table.version(), table.version()) == 0
+        assert table.estimated_change_count(before, after) == feed.num_rows > 0, sql
+    assert table.estimated_change_count(-1, table.version()) == 4 + 4 + 1 + 3
+    assert table.estimated_change_count(table.version(), table.version()) == 0
 
 
 def test_insert_with_column_list_and_select(conn) -> None:

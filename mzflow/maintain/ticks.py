@@ -149,7 +149,7 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     # Changes start where the contents were last exactly right: an errored tick leaves
     # them as they were, and the next one starts from the same place.
     since = shard.good_through()
-    tick = _Tick(snap, warehouse, plan, query, execute.Target_(plan, shard, tuning), since, at)
+    tick = _Tick(snap, warehouse, plan, query, execute.IndexTarget(plan, shard, tuning), since, at)
     from mzflow.engine import spark
 
     staged = None
@@ -217,7 +217,7 @@ class _Tick:
     """One tick's run: facts, decision, execution, with what it read counted."""
 
     def __init__(self, snap: Snapshot, warehouse: Path, plan: ChangePlan, query: reads.Plan,
-                 target: execute.Target_, since: int, at: int):
+                 target: execute.IndexTarget, since: int, at: int):
         self.snap, self.warehouse, self.plan, self.query = snap, warehouse, plan, query
         self.target, self.since, self.at = target, since, at
         self.decision = Decision(plan.mode)

@@ -125,7 +125,7 @@ def changes(snap: Snapshot, src: Source, warehouse: Path, after: int, through: i
             if old_v is None:
                 rows = consolidate(_project(src, shard.read(new_v)), src)
             else:
-                rows = consolidate(_project(src, shard.change_rows(old_v, new_v)), src)
+                rows = consolidate(_project(src, shard.diffs(old_v, new_v)), src)
             old_v = new_v
             if rows.num_rows:
                 yield ts, rows

@@ -197,7 +197,7 @@ class Shard:
         self.history()
         return _HISTORY[str(self.path)].max_rowid
 
-    def changed_rows(self, after: int, through: int) -> int:
+    def estimated_change_count(self, after: int, through: int) -> int:
         """About how many rows versions ``after+1 … through`` inserted or deleted, from
         the commits' own metrics: a cost estimate that reads no data (the change feed
         consolidates an update to two rows and a row inserted and deleted to none)."""
@@ -256,12 +256,12 @@ class Shard:
         """One row per data file of ``version``: path, num_records, min.<col>, max.<col>."""
         return pa.table(self._at(version).get_add_actions(flatten=True))
 
-    def change_rows(self, after: int, through: int) -> pa.Table:
+    def diffs(self, after: int, through: int) -> pa.Table:
         """The rows that changed in versions ``after+1 … through``, consolidated, with a
         ``_mz_diff`` column: +1 per insertion, -1 per deletion, an update being both.
         Consolidating first means a row inserted and deleted within the range is never
         evaluated (a row that fails to evaluate and is retracted leaves no error)."""
-        raw = self.changes(after, through)
+        raw = self.change_feed(after, through)
         # delta-rs hands strings over as string_view, which compute kernels and Spark
         # do not all take.
         raw = raw.cast(pa.schema([
@@ -304,8 +304,10 @@ class Shard:
         return partitions.without_keys(pa.table(
             DeltaTable(str(self.path), version=version).to_pyarrow_table()))
 
-    def changes(self, after: int, through: int) -> pa.Table:
-        """The change feed of versions ``after+1 … through`` with ``_change_type``."""
+    def change_feed(self, after: int, through: int) -> pa.Table:
+        """Delta's change feed of versions ``after+1 … through`` as delta-rs gives it,
+        with ``_change_type`` and the ``_commit_`` columns (:meth:`diffs` turns it into
+        consolidated rows with ``_mz_diff``)."""
         dt = self._table()
         return partitions.without_keys(pa.table(
             dt.load_cdf(starting_version=after + 1, ending_version=through)))

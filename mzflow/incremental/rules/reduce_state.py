@@ -85,7 +85,7 @@ class KeptState:
         latest = self.shard.version()
         if latest <= self.version:
             return None
-        keys = self.shard.change_rows(self.version, latest).column(KEY)
+        keys = self.shard.diffs(self.version, latest).column(KEY)
         return pc.unique(keys.combine_chunks().cast(pa.string()))
 
     def key_values(self, keys: pa.Array, columns: list[str]) -> pa.Table:

@@ -138,7 +138,7 @@ def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: 
         changes, _ = inp.changes()  # the change feed the tick reads anyway
     if not isinstance(changes, pa.Table):  # another range, or a hydrating tick's frame
         try:
-            changes = table.change_rows(frontier, new_v)
+            changes = table.diffs(frontier, new_v)
         except Exception as e:  # that history was compacted away: build it anew
             log.warning("arrangement %s: the table's changes since version %d are gone "
                         "(%s); rebuilding it", arr.path.name, frontier, e)
@@ -152,7 +152,7 @@ def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: 
 
 
 def _far_behind(table: Shard, frontier: int, version: int, rows: int) -> bool:
-    return table.changed_rows(frontier, version) > _REBUILD_SHARE * max(1, rows)
+    return table.estimated_change_count(frontier, version) > _REBUILD_SHARE * max(1, rows)
 
 
 _REBUILD_SHARE = 0.5  # changes missed, as a share of the table's rows, that start over

@@ -36,7 +36,7 @@ class Counters:
 
 
 @dataclass(frozen=True)
-class Target_:
+class IndexTarget:
     """What the tick writes: the index's columns, types and current files."""
 
     plan: ChangePlan
@@ -73,7 +73,7 @@ def _targets(columns: tuple[Column, ...]) -> list[Target]:
     return [Target(c.name, c.type, True) for c in columns]
 
 
-def recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counters,
+def recompute(t: IndexTarget, query: reads.Plan, warehouse: Path, at: int, n: Counters,
               snap: Snapshot | None = None) -> pa.Table:
     """Evaluate the whole definition at ``at`` and diff it against the index. With
     ``snap``, a SELECT of the definition that a table's projection answers reads the
@@ -114,7 +114,7 @@ def _small_limit(query: reads.Plan, most: int) -> bool:
             and int(value.this) <= most)
 
 
-def time_recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counters,
+def time_recompute(t: IndexTarget, query: reads.Plan, warehouse: Path, at: int, n: Counters,
                    snap: Snapshot | None = None) -> None:
     """What a recompute of this index costs now, with its reads counted in the tick's;
     its result is dropped (the incremental one is committed)."""
@@ -129,7 +129,7 @@ def time_recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: C
     n.input_rows = n.input_rows or side.input_rows
 
 
-def incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
+def incremental(t: IndexTarget, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
                 warehouse: Path, n: Counters) -> pa.Table | None:
     from mzflow.engine import spark
 
@@ -138,7 +138,7 @@ def incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool
         return _incremental(t, inputs, mode, since, rebuild, at, warehouse, n)
 
 
-def _incremental(t: Target_, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
+def _incremental(t: IndexTarget, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
                  warehouse: Path, n: Counters) -> pa.Table | None:
     """The index's changes by the rules: propagated through the tree (delta mode) or
     merged into the kept GROUP BY state (state mode, which commits the state here,

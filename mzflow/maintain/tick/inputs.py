@@ -55,7 +55,7 @@ def _estimate(inp: Input, shard: Shard, since: int, at: int) -> Callable[[], int
     if old_v is None:
         return lambda: inp.num_rows[NEW](inp.files[NEW] or ())
     assert new_v is not None
-    return lambda: shard.changed_rows(old_v, new_v)
+    return lambda: shard.estimated_change_count(old_v, new_v)
 
 
 def ddl(item: Item) -> str:
@@ -112,7 +112,7 @@ def _input(item: Item, shard: Shard, since: int, at: int) -> Input:
             if cached:
                 return cached[0]
             try:
-                rows = shard.change_rows(old_v, new_v)
+                rows = shard.diffs(old_v, new_v)
             except OSError as e:  # files of that history were compacted away
                 raise HistoryGone(str(e)) from None
             except Exception as e:
