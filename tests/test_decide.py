@@ -8,18 +8,17 @@ import pytest
 from mzflow.config import Tuning
 from mzflow.incremental.decide import (
     BATCH_KEY,
-    DELTA,
-    FULL,
     MODE_KEY,
-    REBUILD,
     ROWS_KEY,
     SECONDS_KEY,
-    STATE,
     Facts,
     decide,
 )
+from mzflow.incremental.modes import Mode
 from mzflow.reasons import R_BATCH, R_FIRST, R_MEASURED, R_MEASURING, R_REFRESH
 from mzflow.storage.delta import TS_KEY
+
+DELTA, FULL, REBUILD, STATE = Mode.DELTA, Mode.RECOMPUTE, Mode.REBUILD, Mode.STATE
 
 
 def tick(mode: str, seconds: float, batch: int = 10, rows: int = 1000, ts: int = 0

@@ -1,6 +1,6 @@
 """One tick's dataflow: the inputs as the tick sees them, and dispatch to the rules.
 
-``full(node, mode, restriction)`` is a node's contents at the tick's old or new
+``full(node, side, restriction)`` is a node's contents at the tick's old or new
 time, optionally only the rows whose restriction expressions take one of a set
 of key values; ``delta(node)`` is its changes between the two times, as rows with
 a ``_mz_diff`` column. Both dispatch to the node's rule (``rules/``): this module
@@ -17,23 +17,22 @@ from typing import Any
 from sqlglot import exp
 
 from mzflow.engine.frames import DIFF, sql
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules import rule_for
 from mzflow.plan.ir import Node
-
-NEW, OLD = "new", "old"
 
 
 @dataclass(frozen=True)
 class Input:
     """One base table as the tick sees it."""
 
-    files: dict[str, tuple[str, ...] | None]  # mode → Parquet files (None: did not exist)
-    stats: dict[str, Any]  # mode → a loader of Delta add actions (file statistics)
+    files: dict[Side, tuple[str, ...] | None]  # side → Parquet files (None: did not exist)
+    stats: dict[Side, Any]  # side → a loader of Delta add actions (file statistics)
     schema_ddl: str
     # → (change rows with DIFF as Arrow or a DataFrame, rows read); None: unchanged
     changes: Callable[[], tuple[Any, int]] | None
-    num_rows: dict[str, Callable[[Sequence[str]], int]] = field(default_factory=dict)
-    versions: dict[str, int | None] = field(default_factory=dict)  # mode → table version
+    num_rows: dict[Side, Callable[[Sequence[str]], int]] = field(default_factory=dict)
+    versions: dict[Side, int | None] = field(default_factory=dict)  # side → table version
     # stored column → its arrangement (maintain/tick/arrange.py: Arranged): key lookups
     arranged: dict[str, Any] = field(default_factory=dict)
 
@@ -69,14 +68,14 @@ class Dataflow:
         self.isin_limit = isin_limit  # key values also pushed into the scan as IN
         self.rows_read = 0
         self.files_read = 0
-        self.lookups: list[tuple[str, str, int, int]] = []  # (arrangement, mode, keys, rows)
+        self.lookups: list[tuple[str, Side, int, int]] = []  # (arrangement, side, keys, rows)
         self._deltas: dict[int, Any] = {}
 
     def changed(self, node: Node) -> bool:
         return any(self.inputs[g.ref].changes is not None for g in node.gets())
 
-    def full(self, node: Node, mode: str, r: Restriction | None = None) -> Any:
-        return rule_for(node).full(self, node, mode, r)
+    def full(self, node: Node, side: Side, r: Restriction | None = None) -> Any:
+        return rule_for(node).full(self, node, side, r)
 
     def delta(self, node: Node) -> Any | None:
         """Changes between the two times (None: statically none)."""
@@ -125,8 +124,8 @@ class Dataflow:
         every row or only the restricted ones."""
         from pyspark.sql import functions as F
 
-        new = self.full(node, NEW, r).withColumn(DIFF, F.lit(1).cast("bigint"))
-        old = self.full(node, OLD, r).withColumn(DIFF, F.lit(-1).cast("bigint"))
+        new = self.full(node, Side.NEW, r).withColumn(DIFF, F.lit(1).cast("bigint"))
+        old = self.full(node, Side.OLD, r).withColumn(DIFF, F.lit(-1).cast("bigint"))
         return new.unionAll(old)
 
     def keyed(self, node: Node, key_exprs: tuple[exp.Expr, ...], keys: Any) -> Any:

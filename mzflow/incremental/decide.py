@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from mzflow.config import Tuning
+from mzflow.incremental.modes import Mode
 from mzflow.reasons import R_BATCH, R_FIRST, R_MEASURED, R_MEASURING, R_REFRESH
 from mzflow.storage.delta import TS_KEY
 
-STATE, DELTA, FULL = "state", "delta", "recompute"
 DEFAULT = Tuning()
-REBUILD = "rebuild"  # a state-mode tick that recomputed all groups (first tick, or after
-# recomputed ticks left the state behind): its cost is a recompute's
 
 # Commit metadata of a tick (Delta commitInfo), read back by the next decisions.
 MODE_KEY, SECONDS_KEY, BATCH_KEY, ROWS_KEY, REASON_KEY = (
@@ -38,7 +36,7 @@ MEASURED_KEY = "mzflow.recompute_seconds"
 
 @dataclass(frozen=True)
 class Facts:
-    planned: str  # the plan's mode (STATE, DELTA or FULL)
+    planned: Mode  # the plan's mode (STATE, DELTA or RECOMPUTE)
     since: int  # the index's last error-free time (-1: never ticked)
     history: Sequence[Mapping[str, Any]] = ()  # the index's latest tick commits, newest first
     batch_rows: int = 0  # the inputs' change rows since ``since`` (Delta log metrics)
@@ -53,7 +51,7 @@ class Facts:
 
 @dataclass(frozen=True)
 class Decision:
-    mode: str
+    mode: Mode
     reason: str | None = None  # a run-time reason code (None: the plan's own)
     rebuild: bool = False  # state mode: recompute every group and replace the state
     measure: bool = False  # state mode: also time a recompute (R014), not committed
@@ -62,33 +60,33 @@ class Decision:
 
 def decide(f: Facts, t: Tuning) -> Decision:
     if f.full_refresh:
-        return Decision(FULL, R_REFRESH)
-    if f.planned == FULL:
-        return Decision(FULL)
-    if f.planned == DELTA and f.first:
-        return Decision(FULL, R_FIRST)
+        return Decision(Mode.RECOMPUTE, R_REFRESH)
+    if f.planned == Mode.RECOMPUTE:
+        return Decision(Mode.RECOMPUTE)
+    if f.planned == Mode.DELTA and f.first:
+        return Decision(Mode.RECOMPUTE, R_FIRST)
     switches = t.recompute_share < 1  # >= 1: the cost switches are off (tests of paths)
-    if f.planned == DELTA and large(f.batch_rows, f.input_rows, t.recompute_share):
-        return Decision(FULL, R_BATCH)
+    if f.planned == Mode.DELTA and large(f.batch_rows, f.input_rows, t.recompute_share):
+        return Decision(Mode.RECOMPUTE, R_BATCH)
     # A join's incremental cost per changed row is many times a recompute's per input
     # row (a lookup per key in every other input), so its break-even share is far
     # lower. State mode too: a recompute leaves the state behind, but rebuilding it
     # later costs about one recompute, and a large batch's delta join costs several.
-    if (switches and f.joins and not f.first and f.planned in (DELTA, STATE)
+    if (switches and f.joins and not f.first and f.planned in (Mode.DELTA, Mode.STATE)
             and large(f.batch_rows, f.input_rows, t.join_recompute_share)):
-        return Decision(FULL, R_BATCH)
+        return Decision(Mode.RECOMPUTE, R_BATCH)
     slower = (measured_slower(f.history, f.batch_rows, f.input_rows, t)
               if switches and f.history else None)
     if slower is not None:
-        return Decision(FULL, R_MEASURED, detail=f" [{slower}]")
-    if f.planned == STATE and (f.first or state_behind(f.history, f.since)):
-        return Decision(STATE, rebuild=True)
+        return Decision(Mode.RECOMPUTE, R_MEASURED, detail=f" [{slower}]")
+    if f.planned == Mode.STATE and (f.first or state_behind(f.history, f.since)):
+        return Decision(Mode.STATE, rebuild=True)
     if not f.first and switches and measurement_due(f.history, t):
         # Without a recent recompute's cost the switch cannot compare: measure one.
         # State mode keeps its state: it ticks, then times a recompute.
-        if f.planned == STATE:
-            return Decision(STATE, measure=True)
-        return Decision(FULL, R_MEASURING)
+        if f.planned == Mode.STATE:
+            return Decision(Mode.STATE, measure=True)
+        return Decision(Mode.RECOMPUTE, R_MEASURING)
     return Decision(f.planned)
 
 
@@ -103,7 +101,7 @@ def state_behind(history: Sequence[Mapping[str, Any]], since: int) -> bool:
     for entry in history:
         # Compaction commits carry the same time and no mode: skip them.
         if int(entry.get(TS_KEY, -1)) == since and MODE_KEY in entry:
-            return entry[MODE_KEY] not in (STATE, REBUILD)
+            return entry[MODE_KEY] not in (Mode.STATE, Mode.REBUILD)
     return False  # ticks from before modes were recorded kept their state
 
 
@@ -114,10 +112,10 @@ def measured_slower(history: Sequence[Mapping[str, Any]], batch_rows: int, input
     its last warm recompute scaled to these inputs. None: go incremental. After a state
     rebuild an incremental tick is always measured, and every ``probe_every`` measured
     recomputes in a row incremental gets another chance (batches change)."""
-    if not history or history[0].get(MODE_KEY) == REBUILD:
+    if not history or history[0].get(MODE_KEY) == Mode.REBUILD:
         return None
     incs = [(int(h.get(BATCH_KEY, 1)), _incremental_seconds(h)) for h in history
-            if h.get(MODE_KEY) in (DELTA, STATE) and SECONDS_KEY in h]
+            if h.get(MODE_KEY) in (Mode.DELTA, Mode.STATE) and SECONDS_KEY in h]
     rec = next((h for h in history if recompute_seconds(h) is not None), None)
     if not incs or rec is None:
         return None
@@ -135,7 +133,7 @@ def measured_slower(history: Sequence[Mapping[str, Any]], batch_rows: int, input
 
 def recompute_seconds(entry: Mapping[str, Any]) -> float | None:
     """A tick's measure of a warm recompute, if it made one."""
-    if entry.get(MODE_KEY) == FULL and not entry.get(COLD_KEY) and SECONDS_KEY in entry:
+    if entry.get(MODE_KEY) == Mode.RECOMPUTE and not entry.get(COLD_KEY) and SECONDS_KEY in entry:
         return float(entry[SECONDS_KEY])
     if MEASURED_KEY in entry:
         return float(entry[MEASURED_KEY])
@@ -173,5 +171,5 @@ def measurement_due(history: Sequence[Mapping[str, Any]], t: Tuning = DEFAULT) -
     writes every group's partials, which can cost far more than the recompute.)"""
     recent = history[:t.measure_every]
     warm = [h for h in recent if recompute_seconds(h) is not None]
-    incremental = [h for h in recent if h.get(MODE_KEY) in (DELTA, STATE)]
+    incremental = [h for h in recent if h.get(MODE_KEY) in (Mode.DELTA, Mode.STATE)]
     return not warm and len(incremental) >= 2

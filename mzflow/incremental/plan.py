@@ -16,16 +16,16 @@ merges each batch into it; ``delta`` propagates changes through the tree;
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlglot import exp
 
 from mzflow.catalog.determinism import check_deterministic
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Column, Item, Snapshot
 from mzflow.errors import Unsupported
-from mzflow.incremental.rules import rule_for
-from mzflow.incremental.rules.base import INCREMENTAL, RECOMPUTE, Context, Strategy
-from mzflow.incremental.rules.reduce_state import state_chain
+from mzflow.incremental.modes import Mode, StrategyKind
+from mzflow.incremental.rules import claim, rule_for
+from mzflow.incremental.rules.base import Context, Strategy
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
 from mzflow.plan.lower import lower
@@ -33,7 +33,6 @@ from mzflow.plan.query import plan as bound_plan
 from mzflow.sql.ast import VersionedTable
 from mzflow.sql.parse import parse_query
 
-STATE, DELTA, FULL = "state", "delta", "recompute"
 
 @dataclass(frozen=True)
 class ChangePlan:
@@ -43,19 +42,22 @@ class ChangePlan:
     strategy: Strategy  # the object's: incremental only if every operator is
     columns: tuple[Column, ...]  # what the index holds
     root: Node | None = None  # the IR (None when lowering is not possible: recompute)
-    mode: str = FULL
+    mode: Mode = Mode.RECOMPUTE
     operators: tuple[tuple[Node, Strategy], ...] = ()
-    state_chain: tuple[Node, ...] = ()  # in STATE mode: the operators above the Reduce
+    # What the operators' rules were told: in state mode, the kept Reduce and the
+    # operators above it
+    context: Context = field(default_factory=Context)
 
     def strategy_of(self, node: Node) -> Strategy:
         return next(s for n, s in self.operators if n is node)
 
 
-def analyze(root: Node) -> tuple[str, tuple[Node, ...], tuple[tuple[Node, Strategy], ...]]:
-    """The tick's mode and each operator's strategy, from the operators' rules."""
-    stateful = state_chain(root)
-    chain, reduce = stateful if stateful else ((), None)
-    ctx = Context(state_reduce=reduce, chain=chain)
+def analyze(root: Node) -> tuple[Mode, Context, tuple[tuple[Node, Strategy], ...]]:
+    """The tick's mode, the context the operators' rules saw, and each operator's
+    strategy: a variant's mode when one claims the root (``rules.VARIANTS``), else
+    delta, unless the root is recomputed."""
+    claimed = claim(root)
+    ctx = claimed[1] if claimed else Context()
     out: list[tuple[Node, Strategy]] = []
 
     def visit(node: Node) -> None:
@@ -64,20 +66,20 @@ def analyze(root: Node) -> tuple[str, tuple[Node, ...], tuple[tuple[Node, Strate
             for child in node.inputs:
                 visit(child)
     visit(root)
-    if stateful:
-        mode = STATE
-    elif out[0][1].kind == RECOMPUTE:
-        mode = FULL
+    if claimed:
+        mode = claimed[0]
+    elif out[0][1].kind == StrategyKind.RECOMPUTE:
+        mode = Mode.RECOMPUTE
     else:
-        mode = DELTA
-    return mode, chain, tuple(out)
+        mode = Mode.DELTA
+    return mode, ctx, tuple(out)
 
 
 def overall(operators: tuple[tuple[Node, Strategy], ...]) -> Strategy:
     for _, s in operators:
-        if s.kind != INCREMENTAL:
-            return Strategy(RECOMPUTE, s.code)
-    return Strategy(INCREMENTAL)
+        if s.kind != StrategyKind.INCREMENTAL:
+            return Strategy(StrategyKind.RECOMPUTE, s.code)
+    return Strategy(StrategyKind.INCREMENTAL)
 
 
 def definition_of(on: Item, index: Item) -> tuple[exp.Query, tuple[Column, ...]]:
@@ -91,11 +93,11 @@ def definition_of(on: Item, index: Item) -> tuple[exp.Query, tuple[Column, ...]]
     return exp.select("*").from_(pinned), on.columns_at(version)
 
 
-def plan_query(snap: Snapshot, query: exp.Query) -> tuple[Node, str, tuple[Node, ...],
+def plan_query(snap: Snapshot, query: exp.Query) -> tuple[Node, Mode, Context,
                                                           tuple[tuple[Node, Strategy], ...]]:
     root = lower(snap, bound_plan(snap, query).query)
-    mode, chain, operators = analyze(root)
-    return root, mode, chain, operators
+    mode, ctx, operators = analyze(root)
+    return root, mode, ctx, operators
 
 
 def strategy_for(snap: Snapshot, query: exp.Query) -> Strategy:
@@ -105,7 +107,7 @@ def strategy_for(snap: Snapshot, query: exp.Query) -> Strategy:
 def require_incremental(snap: Snapshot, query: exp.Query, name: str) -> None:
     """``WITH (REFRESH = 'incremental')``: refuse what would be recomputed, saying why."""
     strategy = strategy_for(snap, query)
-    if strategy.kind != INCREMENTAL:
+    if strategy.kind != StrategyKind.INCREMENTAL:
         raise Unsupported(
             f"materialized view {name} cannot be maintained incrementally: "
             f"{strategy.code}: {strategy.reason}",
@@ -119,10 +121,10 @@ def derive(snap: Snapshot, index: Item) -> ChangePlan:
     query, columns = definition_of(on, index)
     if on.kind == MATERIALIZED_VIEW:
         check_deterministic(query, "materialized views")
-    root, mode, chain, operators = plan_query(snap, query)
+    root, mode, ctx, operators = plan_query(snap, query)
     return ChangePlan(index=index, on=on, definition=query, strategy=overall(operators),
                       columns=columns, root=root, mode=mode, operators=operators,
-                      state_chain=chain)
+                      context=ctx)
 
 
 def explain(root: Node, operators: tuple[tuple[Node, Strategy], ...], indent: int = 1

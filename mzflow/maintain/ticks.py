@@ -25,9 +25,10 @@ from mzflow import config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
-from mzflow.incremental.decide import DELTA, DETAIL_KEY, FULL, Decision, Facts, decide
+from mzflow.incremental.decide import DETAIL_KEY, Decision, Facts, decide
+from mzflow.incremental.modes import Mode, StrategyKind
 from mzflow.incremental.plan import ChangePlan, derive
-from mzflow.incremental.rules.base import RECOMPUTE, Strategy
+from mzflow.incremental.rules.base import Strategy
 from mzflow.maintain import arrangements
 from mzflow.maintain.tick import arrange, commit, execute, inputs
 from mzflow.maintain.tick.commit import ensure_shard, index_shard
@@ -226,8 +227,8 @@ class _Tick:
 
     def describe(self) -> str:
         d, strategy = self.decision, self.plan.strategy
-        if d.mode == FULL:
-            return Strategy(RECOMPUTE, d.reason or strategy.code).describe() + d.detail
+        if d.mode == Mode.RECOMPUTE:
+            return Strategy(StrategyKind.RECOMPUTE, d.reason or strategy.code).describe() + d.detail
         if d.rebuild:
             return f"{strategy.describe()}, mode {d.mode} (state rebuilt)"
         if self.counters.measured is not None:
@@ -249,8 +250,8 @@ class _Tick:
         facts = Facts(self.plan.mode, self.since, full_refresh=full_refresh)
         # Only a tick that may run incrementally needs its inputs' facts (a first
         # delta-mode tick recomputes whatever they are).
-        if self.plan.mode != FULL and not full_refresh and not (
-                self.plan.mode == DELTA and facts.first):
+        if self.plan.mode != Mode.RECOMPUTE and not full_refresh and not (
+                self.plan.mode == Mode.DELTA and facts.first):
             gathered = inputs.gather(self.snap, self.warehouse, self._root(), self.since,
                                      self.at)
             self.batch_rows, input_rows = inputs.count(*gathered)
@@ -260,7 +261,7 @@ class _Tick:
                           joins=len(self.query.tables) > 1)
         d = self.decision = decide(facts, self.target.tuning)
         try:
-            if d.mode == FULL:
+            if d.mode == Mode.RECOMPUTE:
                 return self._recompute()
             if d.rebuild and self.since >= 0:  # every input row, as the first tick reads them
                 gathered = inputs.gather(self.snap, self.warehouse, self._root(), -1, self.at)
@@ -281,7 +282,7 @@ class _Tick:
         except Error:
             raise
         except inputs.HistoryGone:
-            self.decision = Decision(FULL, R_HISTORY)
+            self.decision = Decision(Mode.RECOMPUTE, R_HISTORY)
             return self._recompute()
         except Exception as e:
             raise spark.translate_error(e) from None

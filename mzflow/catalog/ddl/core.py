@@ -5,16 +5,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mzflow.catalog import intervals
-from mzflow.catalog.model import (
-    INDEX,
-    MATERIALIZED_VIEW,
-    SINK,
-    TABLE,
-    VIEW,
-    Cluster,
-    Item,
-    Snapshot,
-)
+from mzflow.catalog.model import KIND_WORDS, TABLE, Cluster, Item, Snapshot
 from mzflow.catalog.store import Writer
 from mzflow.errors import DuplicateObject, InvalidOption, WrongObjectType
 from mzflow.sql import ast
@@ -22,10 +13,7 @@ from mzflow.sql import ast
 Notices = list[str]
 
 # The object kinds DROP, ALTER … RENAME and COMMENT ON name, by their SQL words.
-KINDS = {"TABLE": TABLE, "VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW,
-         "INDEX": INDEX, "SINK": SINK}
-KIND_WORDS = {TABLE: "table", VIEW: "view", MATERIALIZED_VIEW: "materialized view",
-              INDEX: "index", SINK: "sink"}
+KINDS = {word.upper(): kind for kind, word in KIND_WORDS.items()}
 
 
 def check_new_name(snap: Snapshot, name: str) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mzflow.catalog.ddl.core import KIND_WORDS, KINDS, Notices
-from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item
+from mzflow.catalog.ddl.core import KINDS, Notices
+from mzflow.catalog.model import INDEX, KIND_WORDS, MATERIALIZED_VIEW, Item
 from mzflow.catalog.store import Store, Writer
 from mzflow.errors import DependentObjects, UnknownObject, WrongObjectType
 from mzflow.sql import ast

@@ -11,8 +11,8 @@ from __future__ import annotations
 from sqlglot import exp
 
 from mzflow.catalog import normalize
-from mzflow.catalog.ddl.core import KIND_WORDS, KINDS, Notices, check_new_name
-from mzflow.catalog.model import DATABASE, INDEX, SCHEMA, Item
+from mzflow.catalog.ddl.core import KINDS, Notices, check_new_name
+from mzflow.catalog.model import DATABASE, INDEX, KIND_WORDS, SCHEMA, Item
 from mzflow.catalog.store import Store
 from mzflow.errors import WrongObjectType
 from mzflow.sql import ast

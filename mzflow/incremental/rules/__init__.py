@@ -5,11 +5,16 @@ here with a :class:`~mzflow.incremental.rules.base.Rule` for it, an entry in
 ``RULES``, and a golden fixture ``tests/golden/rules/<module>.sql``. A node
 without a rule is refused with ``Unsupported`` naming it: nothing falls back to a
 recompute silently (``tests/test_rules.py`` checks that every node has one).
+
+``VARIANTS`` are the modes that maintain a whole plan from its root (state mode:
+``reduce_state``); the plan asks them first (``claim``), the tick runs the one the
+plan's mode names (``variant``).
 """
 
 from __future__ import annotations
 
 from mzflow.errors import Unsupported
+from mzflow.incremental.modes import Mode
 from mzflow.incremental.rules import (
     filter_map,
     flat_map,
@@ -18,12 +23,13 @@ from mzflow.incremental.rules import (
     opaque,
     outer_join,
     reduce,
+    reduce_state,
     setops,
     topk,
     union,
     window,
 )
-from mzflow.incremental.rules.base import Rule
+from mzflow.incremental.rules.base import Context, Rule, Variant
 from mzflow.plan import ir
 
 RULES: dict[type[ir.Node], Rule] = {
@@ -40,3 +46,20 @@ def rule_for(node: ir.Node) -> Rule:
         raise Unsupported(f"no incremental rule for the {type(node).__name__} operator",
                           hint="add one under mzflow/incremental/rules/")
     return rule
+
+
+VARIANTS: dict[Mode, Variant] = {v.mode: v for v in (reduce_state.VARIANT,)}
+
+
+def claim(root: ir.Node) -> tuple[Mode, Context] | None:
+    """The mode of the variant that maintains ``root`` whole, and the context it gives
+    the operators' rules (None: no variant does; the operators' rules decide)."""
+    for variant in VARIANTS.values():
+        ctx = variant.claim(root)
+        if ctx is not None:
+            return variant.mode, ctx
+    return None
+
+
+def variant(mode: Mode) -> Variant:
+    return VARIANTS[mode]

@@ -9,14 +9,20 @@ A rule answers, for its IR node type:
   contents computed from their input's contents.
 Rules get the tick's :class:`~mzflow.incremental.dataflow.Dataflow` to ask for their
 inputs' contents and changes; they never dispatch on other node types themselves.
+
+A :class:`Variant` maintains a whole plan from its root in a mode of its own (state
+mode: ``reduce_state``); it is registered beside the rules (``rules/__init__.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mzflow.errors import Unsupported
+from mzflow.incremental.modes import Mode, Side, StrategyKind
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
 from mzflow.reasons import REASONS
@@ -24,13 +30,10 @@ from mzflow.reasons import REASONS
 if TYPE_CHECKING:
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
-INCREMENTAL = "incremental"
-RECOMPUTE = "recompute"
-
 
 @dataclass(frozen=True)
 class Strategy:
-    kind: str
+    kind: StrategyKind
     code: str | None = None
     how: str = ""  # for incremental operators: which rule maintains them
 
@@ -45,11 +48,11 @@ class Strategy:
 
 
 def incremental(how: str) -> Strategy:
-    return Strategy(INCREMENTAL, how=how)
+    return Strategy(StrategyKind.INCREMENTAL, how=how)
 
 
 def recompute(code: str) -> Strategy:
-    return Strategy(RECOMPUTE, code)
+    return Strategy(StrategyKind.RECOMPUTE, code)
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Rule:
     def describe(self, node: Any) -> str:
         raise NotImplementedError
 
-    def full(self, flow: Dataflow, node: Any, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: Any, side: Side, r: Restriction | None) -> Any:
         raise NotImplementedError
 
     def delta(self, flow: Dataflow, node: Any) -> Any:
@@ -80,3 +83,34 @@ class Rule:
 
     def apply(self, node: Any, df: Any) -> Any:
         raise Unsupported(f"{type(node).__name__} cannot be applied above a kept state")
+
+
+@dataclass(frozen=True)
+class VariantTick:
+    """What a variant's tick computed: the index's rows (``full``) or their changes
+    (with DIFF, the union of ``parts`` when given), and the commit of what the variant
+    keeps, ``commit(time, app id)``, made before the index commit."""
+
+    output: Any
+    full: bool
+    parts: tuple[Any, ...]
+    commit: Callable[[int, str], None]
+
+
+class Variant:
+    """A mode that maintains a whole plan from its root rather than operator by
+    operator: it claims a root before the operators' rules give their strategies, and
+    tells them, in the Context, what it covers."""
+
+    mode: ClassVar[Mode]
+
+    def claim(self, root: Node) -> Context | None:
+        """The context for the operators' rules, if this variant maintains ``root``."""
+        raise NotImplementedError
+
+    def tick(self, flow: Dataflow, ctx: Context, store: Path, since: int, rebuild: bool,
+             topk_margin: int) -> VariantTick | None:
+        """One tick over the index's inputs (None: nothing changed). ``store``: where the
+        variant keeps what it keeps; ``since``: the index's last good time; ``rebuild``:
+        start over from the inputs."""
+        raise NotImplementedError

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mzflow.engine.frames import DIFF, project, row_local, sql, substitute
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
@@ -27,8 +28,8 @@ class Filter(Rule):
     def describe(self, node: ir.Filter) -> str:
         return f"Filter {' AND '.join(ir.sql(p) for p in node.predicates)}"
 
-    def full(self, flow: Dataflow, node: ir.Filter, mode: str, r: Restriction | None) -> Any:
-        return self.apply(node, flow.full(node.input, mode, r))  # same columns: push as is
+    def full(self, flow: Dataflow, node: ir.Filter, side: Side, r: Restriction | None) -> Any:
+        return self.apply(node, flow.full(node.input, side, r))  # same columns: push as is
 
     def delta(self, flow: Dataflow, node: ir.Filter) -> Any:
         return self.apply(node, flow.changes(node.input))
@@ -50,14 +51,14 @@ class Map(Rule):
                  for n, e in zip(node.columns, node.exprs, strict=True)]
         return f"Map ({', '.join(shown)})"
 
-    def full(self, flow: Dataflow, node: ir.Map, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Map, side: Side, r: Restriction | None) -> Any:
         pushed = None
         if r is not None:
             subst = dict(zip(node.columns, node.exprs, strict=True))
             exprs = tuple(substitute(e, subst) for e in r.exprs)
             if all(row_local(e) for e in exprs):
                 pushed = r.over(exprs)
-        df = self.apply(node, flow.full(node.input, mode, pushed))
+        df = self.apply(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
     def delta(self, flow: Dataflow, node: ir.Map) -> Any:

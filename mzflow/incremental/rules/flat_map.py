@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from mzflow.engine.frames import DIFF, columns_of, quoted, sql
 from mzflow.engine.series import generator_sql
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
@@ -36,11 +37,11 @@ class FlatMap(Rule):
             calls = f"ROWS FROM ({calls})"
         return f"FlatMap {calls} AS ({', '.join(outputs(node))})"
 
-    def full(self, flow: Dataflow, node: ir.FlatMap, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.FlatMap, side: Side, r: Restriction | None) -> Any:
         if node.input is None:
             return flow.restrict(expand(flow.spark.range(1), node, ()), r)
         pushed = r if r is not None and columns_of(r.exprs) <= set(node.input.columns) else None
-        df = expand(flow.full(node.input, mode, pushed), node, node.input.columns)
+        df = expand(flow.full(node.input, side, pushed), node, node.input.columns)
         return df if pushed is not None else flow.restrict(df, r)
 
     def delta(self, flow: Dataflow, node: ir.FlatMap) -> Any:

@@ -16,6 +16,7 @@ import pyarrow as pa
 
 from mzflow.engine.frames import DIFF, plain, renamed
 from mzflow.engine.spark import from_arrow
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
@@ -32,23 +33,23 @@ class Get(Rule):
     def describe(self, node: ir.Get) -> str:
         return f"Get {node.name}"
 
-    def full(self, flow: Dataflow, node: ir.Get, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Get, side: Side, r: Restriction | None) -> Any:
         from pyspark.sql import functions as F
 
         inp = flow.inputs[node.ref]
-        stored_files = inp.files[mode]
+        stored_files = inp.files[side]
         if not stored_files:
             return empty(flow, node)
         files = list(stored_files)
         pruned_on = plain(r.exprs[0]) if r is not None else None
         if r is not None and r.values is not None and pruned_on is not None:
             stored = node.stored[node.columns.index(pruned_on)]
-            looked_up = lookup(flow, node, mode, stored, [v[0] for v in r.values])
+            looked_up = lookup(flow, node, side, stored, [v[0] for v in r.values])
             if looked_up is not None:
                 return looked_up if len(r.exprs) == 1 else flow.restrict(looked_up, r)
-            files = prune(files, inp.stats[mode](), stored, [v[0] for v in r.values])
+            files = prune(files, inp.stats[side](), stored, [v[0] for v in r.values])
         flow.files_read += len(files)
-        flow.rows_read += inp.num_rows[mode](files) if files else 0
+        flow.rows_read += inp.num_rows[side](files) if files else 0
         if not files:
             return empty(flow, node)
         df = renamed(flow.spark.read.schema(inp.schema_ddl).parquet(*files), _pairs(node))
@@ -71,7 +72,7 @@ class Get(Rule):
                        [*_pairs(node), (DIFF, DIFF)])
 
 
-def lookup(flow: Dataflow, node: ir.Get, mode: str, stored: str, values: list[Any]
+def lookup(flow: Dataflow, node: ir.Get, side: Side, stored: str, values: list[Any]
            ) -> Any | None:
     """The rows whose ``stored`` column holds one of ``values``, from the table's
     arrangement on that column: local rows, read from the few row groups that can
@@ -80,11 +81,11 @@ def lookup(flow: Dataflow, node: ir.Get, mode: str, stored: str, values: list[An
     arranged = flow.inputs[node.ref].arranged.get(stored)
     if arranged is None:
         return None
-    found = arranged.lookup(mode, values, list(dict.fromkeys(node.stored)))
+    found = arranged.lookup(side, values, list(dict.fromkeys(node.stored)))
     if found is None:
         return None
     flow.rows_read += found.read
-    flow.lookups.append((arranged.need.id, mode, len(values), found.read))
+    flow.lookups.append((arranged.need.id, side, len(values), found.read))
     return renamed(from_arrow(found.rows), _pairs(node))
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from mzflow.engine.frames import DIFF, columns_of, picked, plain, sql
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
@@ -32,7 +33,7 @@ class Join(Rule):
         on = " AND ".join(ir.sql(p) for p in node.predicates) or "true"
         return f"Join on=({on})"
 
-    def full(self, flow: Dataflow, node: ir.Join, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Join, side: Side, r: Restriction | None) -> Any:
         owner = {c: i for i, p in enumerate(node.parts) for c in p.columns}
         per_part: dict[int, Restriction] = {}
         top = r
@@ -46,12 +47,10 @@ class Join(Rule):
                 for y, cy in equivalent(node, (i, single or "")):
                     if y not in per_part:
                         per_part[y] = r.over((ir.col(cy),))
-        dfs = [flow.full(p, mode, per_part.get(i)) for i, p in enumerate(node.parts)]
+        dfs = [flow.full(p, side, per_part.get(i)) for i, p in enumerate(node.parts)]
         return flow.restrict(join(dfs, node.predicates), top)
 
     def delta(self, flow: Dataflow, node: ir.Join) -> Any:
-        from mzflow.incremental.dataflow import NEW, OLD
-
         out = None
         for i, part in enumerate(node.parts):
             d = flow.delta(part)
@@ -68,7 +67,7 @@ class Join(Rule):
             while pending:
                 j, r = _next(flow, node, dfs, sources, pending)
                 before = len(flow.lookups)
-                dfs[j] = flow.full(node.parts[j], NEW if j < i else OLD, r)
+                dfs[j] = flow.full(node.parts[j], Side.NEW if j < i else Side.OLD, r)
                 if r is not None and len(flow.lookups) > before:
                     sources.append(j)
                 pending.remove(j)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, recompute
 from mzflow.plan import ir
 
@@ -29,14 +30,14 @@ class Opaque(Rule):
     def describe(self, node: ir.Opaque) -> str:
         return f"Opaque ({', '.join(node.columns)}) := {node.query.sql(dialect='postgres')}"
 
-    def full(self, flow: Dataflow, node: ir.Opaque, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Opaque, side: Side, r: Restriction | None) -> Any:
         from mzflow.engine.spark import to_spark_sql
 
         views = {}
         try:
             for get in node.reads:
-                name = f"mz_{mode}_{get.ref}_{next(_names)}"
-                flow.full(get, mode).toDF(*get.stored).createOrReplaceTempView(name)
+                name = f"mz_{side}_{get.ref}_{next(_names)}"
+                flow.full(get, side).toDF(*get.stored).createOrReplaceTempView(name)
                 views[get.ref] = name
             df = flow.spark.sql(to_spark_sql(node.query, views)).toDF(*node.columns)
         finally:

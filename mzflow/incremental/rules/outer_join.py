@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mzflow.engine.frames import DIFF, columns_of, plain, sql
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.plan import ir
 from mzflow.reasons import R_OUTER
@@ -29,7 +30,7 @@ class OuterJoin(Rule):
     def describe(self, node: ir.OuterJoin) -> str:
         return f"{node.kind.capitalize()}Join on=({ir.sql(node.on)})"
 
-    def full(self, flow: Dataflow, node: ir.OuterJoin, mode: str, r: Restriction | None
+    def full(self, flow: Dataflow, node: ir.OuterJoin, side: Side, r: Restriction | None
              ) -> Any:
         left_r = right_r = None
         top = r
@@ -40,13 +41,11 @@ class OuterJoin(Rule):
             for lk, rk in node.keys:
                 if lk == single:
                     right_r = r.over((ir.col(rk),))
-        return flow.restrict(outer(node, flow.full(node.left, mode, left_r),
-                                   flow.full(node.right, mode, right_r)), top)
+        return flow.restrict(outer(node, flow.full(node.left, side, left_r),
+                                   flow.full(node.right, side, right_r)), top)
 
     def delta(self, flow: Dataflow, node: ir.OuterJoin) -> Any:
         from pyspark.sql import functions as F
-
-        from mzflow.incremental.dataflow import NEW, OLD
 
         if not node.keys:
             return flow.recompute_diff(node)
@@ -61,9 +60,9 @@ class OuterJoin(Rule):
         r = flow.restriction(tuple(ir.col(c) for c in lks), keys)
         rr = r.over(tuple(ir.col(c) for c in rks))
         out = None
-        for mode, sign in ((NEW, 1), (OLD, -1)):
-            df = outer(node, flow.full(node.left, mode, r),
-                       flow.full(node.right, mode, rr)).withColumn(
+        for side, sign in ((Side.NEW, 1), (Side.OLD, -1)):
+            df = outer(node, flow.full(node.left, side, r),
+                       flow.full(node.right, side, rr)).withColumn(
                 DIFF, F.lit(sign).cast("bigint"))
             out = df if out is None else out.unionAll(df)
         return out

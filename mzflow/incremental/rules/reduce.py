@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from mzflow.engine.frames import columns_of, sql, substitute
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.plan import ir
 from mzflow.reasons import R_GLOBAL_AGG
@@ -56,13 +57,13 @@ class Reduce(Rule):
         return (f"Reduce group_by=[{keys}] aggregates=[{aggs}]" if aggs
                 else f"Distinct [{keys}]")
 
-    def full(self, flow: Dataflow, node: ir.Reduce, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Reduce, side: Side, r: Restriction | None) -> Any:
         nkeys = len(node.keys)
         pushed = None
         if r is not None and columns_of(r.exprs) <= set(node.columns[:nkeys]):
             subst = dict(zip(node.columns[:nkeys], node.keys, strict=True))
             pushed = r.over(tuple(substitute(e, subst) for e in r.exprs))
-        df = aggregate(node, flow.full(node.input, mode, pushed))
+        df = aggregate(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
     def delta(self, flow: Dataflow, node: ir.Reduce) -> Any:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -27,6 +28,8 @@ from sqlglot import exp
 from mzflow.engine.diffs import key_column
 from mzflow.engine.frames import DIFF, sql
 from mzflow.engine.spark import average_sql, collect_arrow, from_arrow
+from mzflow.incremental.modes import Mode, Side
+from mzflow.incremental.rules.base import Context, Variant, VariantTick
 from mzflow.incremental.rules.reduce import accumulable
 from mzflow.incremental.rules.topk_state import KEPT, Candidates, Ranking
 from mzflow.plan import ir
@@ -177,9 +180,7 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     if d is None and stale is None:
         return None
     if d is None:  # nothing new, but groups a failed tick left to put back
-        from mzflow.incremental.dataflow import NEW
-
-        d = flow.full(node.input, NEW).limit(0).withColumn(DIFF, F.lit(1).cast("bigint"))
+        d = flow.full(node.input, Side.NEW).limit(0).withColumn(DIFF, F.lit(1).cast("bigint"))
     batch_df = _partials(node, d, keys, parts)
     batch = collect_arrow(batch_df)
     if keys:
@@ -285,9 +286,7 @@ def _rebuild(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, keys: li
     freed with the frame): the state's rows and the output both read them."""
     from pyspark.sql import functions as F
 
-    from mzflow.incremental.dataflow import NEW
-
-    rows = flow.full(node.input, NEW).withColumn(DIFF, F.lit(1).cast("bigint"))
+    rows = flow.full(node.input, Side.NEW).withColumn(DIFF, F.lit(1).cast("bigint"))
     computed = _partials(node, rows, keys, parts).drop(_LEAST_DIFF)
     if keys:
         computed = computed.where(F.col(ROWS) != 0)
@@ -354,13 +353,11 @@ def _recompute_extremes(flow: Dataflow, node: ir.Reduce, batch: pa.Table, keys: 
     restriction prunes files by key) and take the extremes afresh."""
     from pyspark.sql import functions as F
 
-    from mzflow.incremental.dataflow import NEW
-
     r = None
     if keys:
         wanted = from_arrow(batch.select(keys))
         r = flow.restriction(tuple(node.keys), wanted)
-    rows = flow.full(node.input, NEW, r)
+    rows = flow.full(node.input, Side.NEW, r)
     aggs = [(F.min if role == "min" else F.max)(F.expr(sql(arg))).alias(name)
             for name, arg, role in extremes if arg is not None]
     key_cols = [F.expr(sql(k)).alias(n) for k, n in zip(node.keys, keys, strict=True)]
@@ -400,3 +397,28 @@ def _above(chain: Sequence[ir.Node], df: Any) -> Any:
     for op in reversed(chain):
         df = rule_for(op).apply(op, df)
     return df
+
+
+class StateVariant(Variant):
+    """State mode, registered in ``rules/__init__.py``: a top GROUP BY whose aggregates
+    accumulate, under Map/Filter/at most one TopK, keeps its partials in a state shard."""
+
+    mode = Mode.STATE
+
+    def claim(self, root: ir.Node) -> Context | None:
+        found = state_chain(root)
+        return None if found is None else Context(state_reduce=found[1], chain=found[0])
+
+    def tick(self, flow: Dataflow, ctx: Context, store: Path, since: int, rebuild: bool,
+             topk_margin: int) -> VariantTick | None:
+        reduce = ctx.state_reduce
+        assert reduce is not None
+        state = KeptState(StateShard(store), since, rebuild)
+        result = run(flow, ctx.chain, reduce, state, topk_margin=topk_margin)
+        if result is None:
+            return None
+        return VariantTick(result.output, result.full, result.parts,
+                           lambda at, app_id: state.commit(reduce, result, at, app_id))
+
+
+VARIANT = StateVariant()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mzflow.engine.frames import DIFF
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.incremental.rules.union import renamed
 from mzflow.plan import ir
@@ -26,8 +27,8 @@ class SetOp(Rule):
     def describe(self, node: ir.SetOp) -> str:
         return f"{node.kind.capitalize()}{' All' if node.all else ''}"
 
-    def full(self, flow: Dataflow, node: ir.SetOp, mode: str, r: Restriction | None) -> Any:
-        left, right = (flow.full(part, mode, renamed(r, node, part)).toDF(*node.columns)
+    def full(self, flow: Dataflow, node: ir.SetOp, side: Side, r: Restriction | None) -> Any:
+        left, right = (flow.full(part, side, renamed(r, node, part)).toDF(*node.columns)
                        for part in (node.left, node.right))
         if node.kind == "except":
             return left.exceptAll(right) if node.all else left.subtract(right)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mzflow.engine.frames import columns_of, sort_key, sql
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.plan import ir
 from mzflow.reasons import R_GLOBAL_TOPK
@@ -37,10 +38,10 @@ class TopK(Rule):
         offset = f" offset={node.offset}" if node.offset else ""
         return f"TopK{group} order_by=[{order}] limit={node.limit}{offset}"
 
-    def full(self, flow: Dataflow, node: ir.TopK, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.TopK, side: Side, r: Restriction | None) -> Any:
         pushed = r if r is not None and node.group and columns_of(r.exprs) <= set(
             node.group) else None
-        df = self.apply(node, flow.full(node.input, mode, pushed))
+        df = self.apply(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
     def delta(self, flow: Dataflow, node: ir.TopK) -> Any:

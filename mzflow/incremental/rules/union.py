@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mzflow.engine.frames import DIFF, substitute
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
@@ -33,10 +34,10 @@ class Union(Rule):
     def describe(self, node: ir.Union) -> str:
         return "Union"
 
-    def full(self, flow: Dataflow, node: ir.Union, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Union, side: Side, r: Restriction | None) -> Any:
         out = None
         for part in node.parts:
-            df = flow.full(part, mode, renamed(r, node, part)).toDF(*node.columns)
+            df = flow.full(part, side, renamed(r, node, part)).toDF(*node.columns)
             out = df if out is None else out.unionAll(df)
         return out
 

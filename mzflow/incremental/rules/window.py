@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mzflow.engine.frames import columns_of, sql
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental, recompute
 from mzflow.incremental.rules.topk import per_partition
 from mzflow.plan import ir
@@ -30,9 +31,9 @@ class Window(Rule):
         return (f"Window partition_by=[{', '.join(node.partition)}] "
                 f"({', '.join(ir.sql(e) for e in node.exprs)})")
 
-    def full(self, flow: Dataflow, node: ir.Window, mode: str, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Window, side: Side, r: Restriction | None) -> Any:
         pushed = r if r is not None and columns_of(r.exprs) <= set(node.partition) else None
-        df = flow.full(node.input, mode, pushed)
+        df = flow.full(node.input, side, pushed)
         df = df.selectExpr("*", *[f"{sql(e)} AS `{n}`" for e, n in zip(
             node.exprs, node.columns[len(node.input.columns):], strict=True)])
         return df if pushed is not None else flow.restrict(df, r)

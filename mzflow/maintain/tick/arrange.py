@@ -26,7 +26,8 @@ import pyarrow as pa
 from mzflow.catalog.model import Snapshot
 from mzflow.config import Tuning
 from mzflow.incremental.arrangements import Need, needs
-from mzflow.incremental.dataflow import NEW, OLD, Input
+from mzflow.incremental.dataflow import Input
+from mzflow.incremental.modes import Side
 from mzflow.plan.ir import Node
 from mzflow.storage import paths
 from mzflow.storage.arrangement import ArrangementShard, Batch, Lookup
@@ -60,14 +61,14 @@ class Arranged:
     need: Need
     shard: ArrangementShard
     batches: list[Batch]
-    versions: dict[str, int | None]
+    versions: dict[Side, int | None]
     most: int | None = None  # rows a lookup may bring to the driver (None: any)
     read: list[int] = field(default_factory=lambda: [0])  # rows its lookups read
 
-    def lookup(self, mode: str, values: Sequence[Any], columns: list[str]) -> Lookup | None:
-        """The table's rows at ``mode``'s time whose key is among ``values`` (None: the
+    def lookup(self, side: Side, values: Sequence[Any], columns: list[str]) -> Lookup | None:
+        """The table's rows at ``side``'s time whose key is among ``values`` (None: the
         arrangement cannot serve that time; the caller reads the table)."""
-        version = self.versions[mode]
+        version = self.versions[side]
         if version is None:
             return None
         chain = self.shard.chain(version, self.batches)
@@ -109,12 +110,12 @@ def ref_item(root: Node, ref: str) -> str:
 
 def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: Tuning
               ) -> None:
-    new_v, old_v = inp.versions[NEW], inp.versions[OLD]
+    new_v, old_v = inp.versions[Side.NEW], inp.versions[Side.OLD]
     assert new_v is not None
     write = {"group_rows": max(1, tuning.arrangement_group_rows),
              "file_size": tuning.file_size}
     frontier = arr.frontier()
-    first = OLD if old_v is not None else NEW  # a state rebuild reads only NEW
+    first = Side.OLD if old_v is not None else Side.NEW  # a state rebuild reads only Side.NEW
     base, files = inp.versions[first], inp.files[first] or ()
     assert base is not None
     if frontier is not None and frontier < base and _far_behind(
@@ -144,7 +145,7 @@ def _catch_up(arr: ArrangementShard, table: Shard, inp: Input, at: int, tuning: 
                         "(%s); rebuilding it", arr.path.name, frontier, e)
             shutil.rmtree(arr.path)
             arr.forget()
-            arr.add_batch(_rows_of(inp.files[NEW] or (), table, new_v), -1, new_v, at,
+            arr.add_batch(_rows_of(inp.files[Side.NEW] or (), table, new_v), -1, new_v, at,
                           **write)
             return
     arr.add_batch(changes, frontier, new_v, at, **write)

@@ -17,11 +17,11 @@ from mzflow.incremental.decide import (
     MEASURED_KEY,
     MODE_KEY,
     REASON_KEY,
-    REBUILD,
     ROWS_KEY,
     SECONDS_KEY,
     Decision,
 )
+from mzflow.incremental.modes import Mode
 from mzflow.maintain.tick.execute import Counters
 from mzflow.reasons import R_BATCH, R_HISTORY, R_MEASURED, R_REFRESH
 from mzflow.storage import paths
@@ -49,7 +49,7 @@ def ensure_shard(warehouse: Path, index: Item, columns: tuple[Column, ...]) -> I
 
 def metadata(d: Decision, since: int, batch_rows: int, n: Counters, seconds: float,
              described: str, spark_jobs: int | None) -> dict[str, str]:
-    out = {MODE_KEY: REBUILD if d.rebuild else d.mode, SECONDS_KEY: f"{seconds:.3f}",
+    out = {MODE_KEY: str(Mode.REBUILD if d.rebuild else d.mode), SECONDS_KEY: f"{seconds:.3f}",
            BATCH_KEY: str(batch_rows), ROWS_KEY: str(n.input_rows)}
     if spark_jobs is not None:
         out[JOBS_KEY] = str(spark_jobs)

@@ -15,14 +15,13 @@ from mzflow.catalog.model import Column, Snapshot
 from mzflow.config import Tuning
 from mzflow.engine.frames import DIFF
 from mzflow.incremental.dataflow import Dataflow
-from mzflow.incremental.decide import DELTA
+from mzflow.incremental.modes import Mode
 from mzflow.incremental.plan import ChangePlan
-from mzflow.incremental.rules import reduce_state
+from mzflow.incremental.rules import variant
 from mzflow.maintain.tick.inputs import Inputs
-from mzflow.plan import ir
 from mzflow.read import reads
 from mzflow.storage import paths
-from mzflow.storage.delta import COUNT, KEY, IndexShard, StateShard
+from mzflow.storage.delta import COUNT, KEY, IndexShard
 from mzflow.storage.rows import Target, conform
 from mzflow.storage.types import parse_type, spark_ddl
 
@@ -129,7 +128,7 @@ def time_recompute(t: IndexTarget, query: reads.Plan, warehouse: Path, at: int, 
     n.input_rows = n.input_rows or side.input_rows
 
 
-def incremental(t: IndexTarget, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
+def incremental(t: IndexTarget, inputs: Inputs, mode: Mode, since: int, rebuild: bool, at: int,
                 warehouse: Path, n: Counters) -> pa.Table | None:
     from mzflow.engine import spark
 
@@ -138,7 +137,7 @@ def incremental(t: IndexTarget, inputs: Inputs, mode: str, since: int, rebuild: 
         return _incremental(t, inputs, mode, since, rebuild, at, warehouse, n)
 
 
-def _incremental(t: IndexTarget, inputs: Inputs, mode: str, since: int, rebuild: bool, at: int,
+def _incremental(t: IndexTarget, inputs: Inputs, mode: Mode, since: int, rebuild: bool, at: int,
                  warehouse: Path, n: Counters) -> pa.Table | None:
     """The index's changes by the rules: propagated through the tree (delta mode) or
     merged into the kept GROUP BY state (state mode, which commits the state here,
@@ -151,19 +150,15 @@ def _incremental(t: IndexTarget, inputs: Inputs, mode: str, since: int, rebuild:
     assert root is not None
     arrow_rows = t.tuning.arrow_diff_rows
     try:
-        if mode == DELTA:
+        if mode == Mode.DELTA:
             diff = flow.delta(root)
             if diff is None:
                 return None
             return t.finish(diffs.apply_diff(diff.toDF(*t.names, DIFF), t.files(), t.ddl,
                                              t.names, t.types, arrow_rows=arrow_rows))
-        chain = t.plan.state_chain
-        reduce = chain[-1].inputs[0] if chain else root
-        assert isinstance(reduce, ir.Reduce)
-        state = reduce_state.KeptState(
-            StateShard(paths.state(warehouse, t.plan.index.id)), since, rebuild)
-        result = reduce_state.run(flow, chain, reduce, state,
-                                  topk_margin=t.tuning.topk_margin)
+        # A mode that maintains the whole plan (state mode: the rules' registered variant)
+        result = variant(mode).tick(flow, t.plan.context, paths.state(warehouse, t.plan.index.id),
+                                    since, rebuild, topk_margin=t.tuning.topk_margin)
         if result is None:
             return None
         if result.full:  # every group's rows (a rebuild, or a top-k ranked anew)
@@ -174,7 +169,7 @@ def _incremental(t: IndexTarget, inputs: Inputs, mode: str, since: int, rebuild:
                       else result.output.toDF(*t.names, DIFF))
             changed = diffs.apply_diff(output, t.files(), t.ddl,
                                        t.names, t.types, arrow_rows=arrow_rows)
-        state.commit(reduce, result, at, f"tick-{t.plan.index.id}-state")
+        result.commit(at, f"tick-{t.plan.index.id}-{mode}")
         return t.finish(changed)
     finally:
         n.rows_read += flow.rows_read

@@ -11,7 +11,8 @@ from typing import Any
 import pyarrow as pa
 
 from mzflow.catalog.model import ROWID, Item, Snapshot
-from mzflow.incremental.dataflow import NEW, OLD, Input
+from mzflow.incremental.dataflow import Input
+from mzflow.incremental.modes import Side
 from mzflow.plan.ir import Node
 from mzflow.read import reads
 from mzflow.storage import paths
@@ -45,7 +46,7 @@ def gather(snap: Snapshot, warehouse: Path, root: Node, since: int, at: int
 def count(inputs: Inputs, batch: dict[str, Callable[[], int]]) -> tuple[int, int]:
     """(batch rows, input rows at the new time), from Delta logs and file statistics."""
     batch_rows = sum(batch[ref]() for ref in inputs)
-    input_rows = sum(inp.num_rows[NEW](inp.files[NEW] or ()) for inp in inputs.values())
+    input_rows = sum(inp.num_rows[Side.NEW](inp.files[Side.NEW] or ()) for inp in inputs.values())
     return batch_rows, input_rows
 
 
@@ -53,7 +54,7 @@ def _estimate(inp: Input, shard: Shard, since: int, at: int) -> Callable[[], int
     old_v = shard.version_at(since) if since >= 0 else None
     new_v = shard.version_at(at)
     if old_v is None:
-        return lambda: inp.num_rows[NEW](inp.files[NEW] or ())
+        return lambda: inp.num_rows[Side.NEW](inp.files[Side.NEW] or ())
     assert new_v is not None
     return lambda: shard.estimated_change_count(old_v, new_v)
 
@@ -67,7 +68,7 @@ def _input(item: Item, shard: Shard, since: int, at: int) -> Input:
     if new_v is None:
         raise reads.InvalidTimestamp(f"{item.qualified_name} did not exist at {at}")
     old_v = shard.version_at(since) if since >= 0 else None
-    versions = {NEW: new_v, OLD: old_v}
+    versions = {Side.NEW: new_v, Side.OLD: old_v}
     files = {m: (tuple(shard.files(v)) if v is not None else None)
              for m, v in versions.items()}
     actions: dict[int, pa.Table] = {}
@@ -98,7 +99,7 @@ def _input(item: Item, shard: Shard, since: int, at: int) -> Input:
             from pyspark.sql import functions as F
 
             from mzflow.engine.spark import session
-            uris = files[NEW] or ()
+            uris = files[Side.NEW] or ()
             if not uris:
                 return session().createDataFrame([], ddl(item)).withColumn(
                     DIFF, F.lit(1).cast("bigint")), 0
