@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -21,16 +21,21 @@ from mzflow.incremental.modes import Side
 from mzflow.incremental.rules import rule_for
 from mzflow.plan.ir import Node
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
+
 
 @dataclass(frozen=True)
 class Input:
     """One base table as the tick sees it."""
 
     files: dict[Side, tuple[str, ...] | None]  # side → Parquet files (None: did not exist)
-    stats: dict[Side, Any]  # side → a loader of Delta add actions (file statistics)
+    # side → a loader of its Delta add actions (file statistics; None: no version)
+    stats: dict[Side, Callable[[], pa.Table | None]]
     schema_ddl: str
     # → (change rows with DIFF as Arrow or a DataFrame, rows read); None: unchanged
-    changes: Callable[[], tuple[Any, int]] | None
+    changes: Callable[[], tuple[pa.Table | DataFrame, int]] | None
     num_rows: dict[Side, Callable[[Sequence[str]], int]] = field(default_factory=dict)
     versions: dict[Side, int | None] = field(default_factory=dict)  # side → table version
     # stored column → its arrangement (maintain/tick/arrange.py: Arranged): key lookups
@@ -44,11 +49,11 @@ class Restriction:
     exprs: tuple[exp.Expr, ...]
     # DataFrame with columns k0..kn, or a maker of it: most restrictions end in a
     # lookup or a pruned scan by ``values`` and never need the frame (~50 ms to build)
-    source: Any
+    source: DataFrame | Callable[[], DataFrame]
     values: list[tuple[Any, ...]] | None  # the same, collected (None: too many)
 
     @property
-    def keys(self) -> Any:
+    def keys(self) -> DataFrame:
         if callable(self.source):
             self.source = self.source()
         return self.source
@@ -60,7 +65,7 @@ class Restriction:
 
 
 class Dataflow:
-    def __init__(self, spark: Any, inputs: dict[str, Input], collect_limit: int = 100_000,
+    def __init__(self, spark: SparkSession, inputs: dict[str, Input], collect_limit: int = 100_000,
                  isin_limit: int = 2_000):
         self.spark = spark
         self.inputs = inputs  # by Get.ref
@@ -69,15 +74,15 @@ class Dataflow:
         self.rows_read = 0
         self.files_read = 0
         self.lookups: list[tuple[str, Side, int, int]] = []  # (arrangement, side, keys, rows)
-        self._deltas: dict[int, Any] = {}
+        self._deltas: dict[int, DataFrame] = {}
 
     def changed(self, node: Node) -> bool:
         return any(self.inputs[g.ref].changes is not None for g in node.gets())
 
-    def full(self, node: Node, side: Side, r: Restriction | None = None) -> Any:
+    def full(self, node: Node, side: Side, r: Restriction | None = None) -> DataFrame:
         return rule_for(node).full(self, node, side, r)
 
-    def delta(self, node: Node) -> Any | None:
+    def delta(self, node: Node) -> DataFrame | None:
         """Changes between the two times (None: statically none)."""
         if not self.changed(node):
             return None
@@ -85,7 +90,7 @@ class Dataflow:
             self._deltas[id(node)] = rule_for(node).delta(self, node)
         return self._deltas[id(node)]
 
-    def changes(self, node: Node) -> Any:
+    def changes(self, node: Node) -> DataFrame:
         """``delta`` of an input its parent only asks for when that input changed."""
         d = self.delta(node)
         assert d is not None
@@ -93,7 +98,7 @@ class Dataflow:
 
     # -- what rules share ----------------------------------------------------------------
 
-    def restrict(self, df: Any, r: Restriction | None) -> Any:
+    def restrict(self, df: DataFrame, r: Restriction | None) -> DataFrame:
         """Apply a restriction at a node's output, when it could not be pushed down."""
         if r is None:
             return df
@@ -106,7 +111,7 @@ class Dataflow:
             cond = c if cond is None else cond & c
         return df.join(keys, cond, "left_semi")
 
-    def restriction(self, exprs: tuple[exp.Expr, ...], keys: Any) -> Restriction:
+    def restriction(self, exprs: tuple[exp.Expr, ...], keys: DataFrame) -> Restriction:
         """The keys collected (when at most ``collect_limit``) so that reads can prune
         by them. Keys computed from local rows (change feeds, arrangement lookups)
         collect without a Spark job; a DISTINCT here would add one, so duplicates are
@@ -119,7 +124,7 @@ class Dataflow:
         return Restriction(exprs, lambda: (self.spark.createDataFrame(values, keys.schema)
                                            if values else keys.limit(0)), values)
 
-    def recompute_diff(self, node: Node, r: Restriction | None = None) -> Any:
+    def recompute_diff(self, node: Node, r: Restriction | None = None) -> DataFrame:
         """The node's contents at the new time (+1) and the old (-1): its changes, for
         every row or only the restricted ones."""
         from pyspark.sql import functions as F
@@ -128,6 +133,7 @@ class Dataflow:
         old = self.full(node, Side.OLD, r).withColumn(DIFF, F.lit(-1).cast("bigint"))
         return new.unionAll(old)
 
-    def keyed(self, node: Node, key_exprs: tuple[exp.Expr, ...], keys: Any) -> Any:
+    def keyed(self, node: Node, key_exprs: tuple[exp.Expr, ...], keys: DataFrame
+              ) -> DataFrame:
         """Recompute the output rows whose key is among ``keys`` at both times."""
         return self.recompute_diff(node, self.restriction(key_exprs, keys))

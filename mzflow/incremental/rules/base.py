@@ -28,6 +28,8 @@ from mzflow.plan.ir import Node
 from mzflow.reasons import REASONS
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -75,13 +77,14 @@ class Rule:
     def describe(self, node: Any) -> str:
         raise NotImplementedError
 
-    def full(self, flow: Dataflow, node: Any, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: Any, side: Side, r: Restriction | None
+             ) -> DataFrame:
         raise NotImplementedError
 
-    def delta(self, flow: Dataflow, node: Any) -> Any:
+    def delta(self, flow: Dataflow, node: Any) -> DataFrame:
         raise NotImplementedError
 
-    def apply(self, node: Any, df: Any) -> Any:
+    def apply(self, node: Any, df: DataFrame) -> DataFrame:
         raise Unsupported(f"{type(node).__name__} cannot be applied above a kept state")
 
 
@@ -91,9 +94,9 @@ class VariantTick:
     (with DIFF, the union of ``parts`` when given), and the commit of what the variant
     keeps, ``commit(time, app id)``, made before the index commit."""
 
-    output: Any
+    output: DataFrame
     full: bool
-    parts: tuple[Any, ...]
+    parts: tuple[DataFrame, ...]
     commit: Callable[[int, str], None]
 
 

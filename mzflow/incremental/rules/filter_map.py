@@ -8,7 +8,7 @@ map's expressions for its columns (when they are row-local).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mzflow.engine.frames import DIFF, project, row_local, sql, substitute
 from mzflow.incremental.modes import Side
@@ -16,6 +16,8 @@ from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -28,13 +30,13 @@ class Filter(Rule):
     def describe(self, node: ir.Filter) -> str:
         return f"Filter {' AND '.join(ir.sql(p) for p in node.predicates)}"
 
-    def full(self, flow: Dataflow, node: ir.Filter, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Filter, side: Side, r: Restriction | None) -> DataFrame:
         return self.apply(node, flow.full(node.input, side, r))  # same columns: push as is
 
-    def delta(self, flow: Dataflow, node: ir.Filter) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Filter) -> DataFrame:
         return self.apply(node, flow.changes(node.input))
 
-    def apply(self, node: ir.Filter, df: Any) -> Any:
+    def apply(self, node: ir.Filter, df: DataFrame) -> DataFrame:
         for p in node.predicates:
             df = df.where(sql(p))
         return df
@@ -51,7 +53,7 @@ class Map(Rule):
                  for n, e in zip(node.columns, node.exprs, strict=True)]
         return f"Map ({', '.join(shown)})"
 
-    def full(self, flow: Dataflow, node: ir.Map, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Map, side: Side, r: Restriction | None) -> DataFrame:
         pushed = None
         if r is not None:
             subst = dict(zip(node.columns, node.exprs, strict=True))
@@ -61,11 +63,11 @@ class Map(Rule):
         df = self.apply(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
-    def delta(self, flow: Dataflow, node: ir.Map) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Map) -> DataFrame:
         return project(flow.changes(node.input), node.exprs + (ir.col(DIFF),),
                        node.columns + (DIFF,))
 
-    def apply(self, node: ir.Map, df: Any) -> Any:
+    def apply(self, node: ir.Map, df: DataFrame) -> DataFrame:
         return project(df, node.exprs, node.columns)
 
 

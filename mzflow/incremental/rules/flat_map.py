@@ -11,7 +11,7 @@ applied to the output.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mzflow.engine.frames import DIFF, columns_of, quoted, sql
 from mzflow.engine.series import generator_sql
@@ -20,6 +20,8 @@ from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -37,18 +39,19 @@ class FlatMap(Rule):
             calls = f"ROWS FROM ({calls})"
         return f"FlatMap {calls} AS ({', '.join(outputs(node))})"
 
-    def full(self, flow: Dataflow, node: ir.FlatMap, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.FlatMap, side: Side, r: Restriction | None
+             ) -> DataFrame:
         if node.input is None:
             return flow.restrict(expand(flow.spark.range(1), node, ()), r)
         pushed = r if r is not None and columns_of(r.exprs) <= set(node.input.columns) else None
         df = expand(flow.full(node.input, side, pushed), node, node.input.columns)
         return df if pushed is not None else flow.restrict(df, r)
 
-    def delta(self, flow: Dataflow, node: ir.FlatMap) -> Any:
+    def delta(self, flow: Dataflow, node: ir.FlatMap) -> DataFrame:
         assert node.input is not None  # a constant has no changes: never asked
         return expand(flow.changes(node.input), node, node.input.columns, (DIFF,))
 
-    def apply(self, node: ir.FlatMap, df: Any) -> Any:
+    def apply(self, node: ir.FlatMap, df: DataFrame) -> DataFrame:
         return expand(df, node, node.input.columns if node.input is not None else ())
 
 
@@ -56,8 +59,8 @@ def outputs(node: ir.FlatMap) -> tuple[str, ...]:
     return node.columns[len(node.columns) - len(node.calls):]
 
 
-def expand(df: Any, node: ir.FlatMap, kept: tuple[str, ...], after: tuple[str, ...] = ()
-           ) -> Any:
+def expand(df: DataFrame, node: ir.FlatMap, kept: tuple[str, ...], after: tuple[str, ...] = ()
+           ) -> DataFrame:
     """``df``'s ``kept`` columns, the series' columns, then the ``after`` columns."""
     names = ", ".join(quoted(c) for c in outputs(node))
     return df.selectExpr(*[quoted(c) for c in kept],

@@ -21,6 +21,8 @@ from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -33,7 +35,7 @@ class Get(Rule):
     def describe(self, node: ir.Get) -> str:
         return f"Get {node.name}"
 
-    def full(self, flow: Dataflow, node: ir.Get, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Get, side: Side, r: Restriction | None) -> DataFrame:
         from pyspark.sql import functions as F
 
         inp = flow.inputs[node.ref]
@@ -59,7 +61,7 @@ class Get(Rule):
             df = df.where(F.col(f"`{pruned_on}`").isin([v[0] for v in r.values]))
         return flow.restrict(df, r)
 
-    def delta(self, flow: Dataflow, node: ir.Get) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Get) -> DataFrame:
         from pyspark.sql import functions as F
 
         inp = flow.inputs[node.ref]
@@ -73,7 +75,7 @@ class Get(Rule):
 
 
 def lookup(flow: Dataflow, node: ir.Get, side: Side, stored: str, values: list[Any]
-           ) -> Any | None:
+           ) -> DataFrame | None:
     """The rows whose ``stored`` column holds one of ``values``, from the table's
     arrangement on that column: local rows, read from the few row groups that can
     hold the keys (None: no arrangement serves this table, column and time)."""
@@ -89,7 +91,7 @@ def lookup(flow: Dataflow, node: ir.Get, side: Side, stored: str, values: list[A
     return renamed(from_arrow(found.rows), _pairs(node))
 
 
-def empty(flow: Dataflow, node: ir.Get) -> Any:
+def empty(flow: Dataflow, node: ir.Get) -> DataFrame:
     """An empty frame with the table's columns and types (a table that did not exist)."""
 
     inp = flow.inputs[node.ref]
@@ -101,7 +103,7 @@ def _pairs(node: ir.Get) -> list[tuple[str, str]]:
     return list(zip(node.stored, node.columns, strict=True))
 
 
-def prune(files: list[str], actions: Any, column: str, values: list[Any]) -> list[str]:
+def prune(files: list[str], actions: pa.Table | None, column: str, values: list[Any]) -> list[str]:
     """Keep the files whose [min, max] of ``column`` may hold one of ``values``."""
     if actions is None or any(v is None for v in values):
         return files

@@ -10,7 +10,7 @@ to that input and to every input equal to it on that column.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -20,6 +20,8 @@ from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -33,7 +35,7 @@ class Join(Rule):
         on = " AND ".join(ir.sql(p) for p in node.predicates) or "true"
         return f"Join on=({on})"
 
-    def full(self, flow: Dataflow, node: ir.Join, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Join, side: Side, r: Restriction | None) -> DataFrame:
         owner = {c: i for i, p in enumerate(node.parts) for c in p.columns}
         per_part: dict[int, Restriction] = {}
         top = r
@@ -50,7 +52,7 @@ class Join(Rule):
         dfs = [flow.full(p, side, per_part.get(i)) for i, p in enumerate(node.parts)]
         return flow.restrict(join(dfs, node.predicates), top)
 
-    def delta(self, flow: Dataflow, node: ir.Join) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Join) -> DataFrame:
         out = None
         for i, part in enumerate(node.parts):
             d = flow.delta(part)
@@ -74,10 +76,11 @@ class Join(Rule):
             term = picked(join([dfs[k] for k in range(len(node.parts))], node.predicates),
                           node.columns + (DIFF,))
             out = term if out is None else out.unionAll(term)
+        assert out is not None  # asked only when a part changed
         return out
 
 
-def _next(flow: Dataflow, node: ir.Join, dfs: dict[int, Any], sources: list[int],
+def _next(flow: Dataflow, node: ir.Join, dfs: dict[int, DataFrame], sources: list[int],
           pending: list[int]) -> tuple[int, Restriction | None]:
     """The next input to read and the keys that restrict it: the first one that a
     source input (the change first) is equal to on some column; else the first one,
@@ -90,7 +93,7 @@ def _next(flow: Dataflow, node: ir.Join, dfs: dict[int, Any], sources: list[int]
     return pending[0], None
 
 
-def join(dfs: list[Any], predicates: Sequence[exp.Expr]) -> Any:
+def join(dfs: list[DataFrame], predicates: Sequence[exp.Expr]) -> DataFrame:
     df = dfs[0]
     for other in dfs[1:]:
         df = df.crossJoin(other)

@@ -9,13 +9,15 @@ contents minus the old.
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, recompute
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 _names = itertools.count()
@@ -30,7 +32,7 @@ class Opaque(Rule):
     def describe(self, node: ir.Opaque) -> str:
         return f"Opaque ({', '.join(node.columns)}) := {node.query.sql(dialect='postgres')}"
 
-    def full(self, flow: Dataflow, node: ir.Opaque, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Opaque, side: Side, r: Restriction | None) -> DataFrame:
         from mzflow.engine.spark import to_spark_sql
 
         views = {}
@@ -48,7 +50,7 @@ class Opaque(Rule):
                 flow.spark.catalog.dropTempView(name)
         return flow.restrict(df, r)
 
-    def delta(self, flow: Dataflow, node: ir.Opaque) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Opaque) -> DataFrame:
         return flow.recompute_diff(node)
 
 

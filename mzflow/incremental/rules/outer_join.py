@@ -8,7 +8,7 @@ between the sides there is no such key: recompute (R007).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mzflow.engine.frames import DIFF, columns_of, plain, sql
 from mzflow.incremental.modes import Side
@@ -17,6 +17,8 @@ from mzflow.plan import ir
 from mzflow.reasons import R_OUTER
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -31,7 +33,7 @@ class OuterJoin(Rule):
         return f"{node.kind.capitalize()}Join on=({ir.sql(node.on)})"
 
     def full(self, flow: Dataflow, node: ir.OuterJoin, side: Side, r: Restriction | None
-             ) -> Any:
+             ) -> DataFrame:
         left_r = right_r = None
         top = r
         if r is not None and node.kind == "left" and columns_of(r.exprs) <= set(
@@ -44,7 +46,7 @@ class OuterJoin(Rule):
         return flow.restrict(outer(node, flow.full(node.left, side, left_r),
                                    flow.full(node.right, side, right_r)), top)
 
-    def delta(self, flow: Dataflow, node: ir.OuterJoin) -> Any:
+    def delta(self, flow: Dataflow, node: ir.OuterJoin) -> DataFrame:
         from pyspark.sql import functions as F
 
         if not node.keys:
@@ -57,6 +59,7 @@ class OuterJoin(Rule):
             if d is not None:
                 d = d.select(*[f"`{c}`" for c in cols]).toDF(*lks)
                 keys = d if keys is None else keys.unionAll(d)
+        assert keys is not None  # asked only when a side changed
         r = flow.restriction(tuple(ir.col(c) for c in lks), keys)
         rr = r.over(tuple(ir.col(c) for c in rks))
         out = None
@@ -65,10 +68,11 @@ class OuterJoin(Rule):
                        flow.full(node.right, side, rr)).withColumn(
                 DIFF, F.lit(sign).cast("bigint"))
             out = df if out is None else out.unionAll(df)
+        assert out is not None
         return out
 
 
-def outer(node: ir.OuterJoin, left: Any, right: Any) -> Any:
+def outer(node: ir.OuterJoin, left: DataFrame, right: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     how = "left" if node.kind == "left" else "full"

@@ -12,7 +12,7 @@ batch into them: ``reduce_state.py`` holds that part of the rule.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -23,6 +23,8 @@ from mzflow.plan import ir
 from mzflow.reasons import R_GLOBAL_AGG
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 ACCUMULABLE = (exp.Count, exp.Sum, exp.Avg)
@@ -57,7 +59,7 @@ class Reduce(Rule):
         return (f"Reduce group_by=[{keys}] aggregates=[{aggs}]" if aggs
                 else f"Distinct [{keys}]")
 
-    def full(self, flow: Dataflow, node: ir.Reduce, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Reduce, side: Side, r: Restriction | None) -> DataFrame:
         nkeys = len(node.keys)
         pushed = None
         if r is not None and columns_of(r.exprs) <= set(node.columns[:nkeys]):
@@ -66,7 +68,7 @@ class Reduce(Rule):
         df = aggregate(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
-    def delta(self, flow: Dataflow, node: ir.Reduce) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Reduce) -> DataFrame:
         from pyspark.sql import functions as F
 
         if not node.keys:
@@ -76,7 +78,7 @@ class Reduce(Rule):
         return flow.keyed(node, tuple(ir.col(c) for c in node.columns[:len(node.keys)]), keys)
 
 
-def aggregate(node: ir.Reduce, df: Any) -> Any:
+def aggregate(node: ir.Reduce, df: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
 
     nkeys = len(node.keys)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +36,8 @@ from mzflow.plan import ir
 from mzflow.storage.delta import KEY, ROWS, StateShard
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
     from mzflow.incremental.dataflow import Dataflow
 
 
@@ -54,10 +56,10 @@ def state_chain(root: ir.Node) -> tuple[tuple[ir.Node, ...], ir.Reduce] | None:
 
 @dataclass
 class StateResult:
-    groups: Any  # Arrow: the affected groups' new partials (ROWS = 0: gone), with KEY
-    output: Any  # DataFrame: output changes (with DIFF), or the full output if ``full``
+    groups: pa.Table  # the affected groups' new partials (ROWS = 0: gone), with KEY
+    output: DataFrame  # output changes (with DIFF), or the full output if ``full``
     full: bool
-    parts: tuple[Any, ...] = ()  # ``output`` as the frames it is the union of, if any
+    parts: tuple[DataFrame, ...] = ()  # ``output`` as the frames it is the union of, if any
     candidates: Candidates | None = None  # a global top-k's, committed with the groups
 
 
@@ -107,7 +109,7 @@ class KeptState:
         STATE_ROWS_READ[0] += found.num_rows
         return found
 
-    def scan(self, spark: Any, columns: Sequence[str]) -> Any:
+    def scan(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame | None:
         """Every group's partials (a Spark read of the state's files), or None."""
         from pyspark.sql import functions as F
 
@@ -257,8 +259,8 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
 _LEAST_DIFF = "_mz_least_diff"
 
 
-def _partials(node: ir.Reduce, d: Any, keys: list[str],
-              parts: list[tuple[str, exp.Expr | None, str]]) -> Any:
+def _partials(node: ir.Reduce, d: DataFrame, keys: list[str],
+              parts: list[tuple[str, exp.Expr | None, str]]) -> DataFrame:
     """Per group of the changes ``d`` (rows with a DIFF): the partials they add."""
     from pyspark.sql import functions as F
 
@@ -328,7 +330,8 @@ def _with_stale(batch: pa.Table, stale: pa.Array, state: KeptState, keys: list[s
     return pa.concat_tables([batch, pa.table(columns, schema=batch.schema)])
 
 
-def _everything(spark: Any, state: KeptState, columns: list[str], new: Any, live: Any) -> Any:
+def _everything(spark: SparkSession, state: KeptState, columns: list[str], new: DataFrame,
+                live: DataFrame) -> DataFrame:
     """Every group's partials after the batch: the state's, the changed ones replaced."""
     rest = state.scan(spark, columns)
     if rest is None:
@@ -370,7 +373,7 @@ def _recompute_extremes(flow: Dataflow, node: ir.Reduce, batch: pa.Table, keys: 
     return out.select(batch.column_names).cast(batch.schema)
 
 
-def _finalize(node: ir.Reduce, state: Any, carry: Sequence[str] = ()) -> Any:
+def _finalize(node: ir.Reduce, state: DataFrame, carry: Sequence[str] = ()) -> DataFrame:
     """Partials → the GROUP BY's output columns (and the ``carry`` columns as they are)."""
     nkeys = len(node.keys)
     exprs = [f"`{k}`" for k in node.columns[:nkeys]]
@@ -390,7 +393,7 @@ def _finalize(node: ir.Reduce, state: Any, carry: Sequence[str] = ()) -> Any:
                             *[f"`{c}`" for c in carry])
 
 
-def _above(chain: Sequence[ir.Node], df: Any) -> Any:
+def _above(chain: Sequence[ir.Node], df: DataFrame) -> DataFrame:
     """The chain's operators (outermost first) applied to the groups' output."""
     from mzflow.incremental.rules import rule_for
 

@@ -10,7 +10,7 @@ global top-k is recomputed whole (R005).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mzflow.engine.frames import columns_of, sort_key, sql
 from mzflow.incremental.modes import Side
@@ -19,6 +19,8 @@ from mzflow.plan import ir
 from mzflow.reasons import R_GLOBAL_TOPK
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -38,16 +40,16 @@ class TopK(Rule):
         offset = f" offset={node.offset}" if node.offset else ""
         return f"TopK{group} order_by=[{order}] limit={node.limit}{offset}"
 
-    def full(self, flow: Dataflow, node: ir.TopK, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.TopK, side: Side, r: Restriction | None) -> DataFrame:
         pushed = r if r is not None and node.group and columns_of(r.exprs) <= set(
             node.group) else None
         df = self.apply(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
-    def delta(self, flow: Dataflow, node: ir.TopK) -> Any:
+    def delta(self, flow: Dataflow, node: ir.TopK) -> DataFrame:
         return per_partition(flow, node, node.input, node.group)
 
-    def apply(self, node: ir.TopK, df: Any) -> Any:
+    def apply(self, node: ir.TopK, df: DataFrame) -> DataFrame:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
@@ -64,7 +66,7 @@ class TopK(Rule):
 
 
 def per_partition(flow: Dataflow, node: ir.Node, input: ir.Node, partition: tuple[str, ...]
-                  ) -> Any:
+                  ) -> DataFrame:
     """Recompute the partitions the input's changes touch (all of it without a
     partition): shared by top-k per group and windows."""
     if not partition:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +38,10 @@ from mzflow.engine.frames import project, sort_key, sql
 from mzflow.engine.spark import collect_arrow, from_arrow
 from mzflow.plan import ir
 from mzflow.storage.delta import KEY
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 
 KEYS_META = "mzflow.topk_candidates"  # the candidates' group keys (a JSON list)
 COMPLETE_META = "mzflow.topk_complete"  # "1": the candidates were every ranked group
@@ -100,8 +104,8 @@ class Ranking:
         same = keys.filter(pc.invert(pc.is_in(keys, value_set=changed.cast(pa.string()))))
         return same if kept.complete or len(same) >= self.wanted else None
 
-    def rank(self, finalized: Any, unchanged: int | None, complete: bool
-             ) -> tuple[Any, Candidates]:
+    def rank(self, finalized: DataFrame, unchanged: int | None, complete: bool
+             ) -> tuple[DataFrame, Candidates]:
         """The top-k's output (the chain above it applied) and the new candidates.
 
         ``finalized``: the ranked groups' output columns with KEY and KEPT. ``unchanged``:

@@ -5,7 +5,7 @@ Inputs line up by position; a key restriction is renamed into each input.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mzflow.engine.frames import DIFF, substitute
 from mzflow.incremental.modes import Side
@@ -13,6 +13,8 @@ from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -34,14 +36,16 @@ class Union(Rule):
     def describe(self, node: ir.Union) -> str:
         return "Union"
 
-    def full(self, flow: Dataflow, node: ir.Union, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Union, side: Side, r: Restriction | None
+             ) -> DataFrame:
         out = None
         for part in node.parts:
             df = flow.full(part, side, renamed(r, node, part)).toDF(*node.columns)
             out = df if out is None else out.unionAll(df)
+        assert out is not None  # a union has parts
         return out
 
-    def delta(self, flow: Dataflow, node: ir.Union) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Union) -> DataFrame:
         out = None
         for part in node.parts:
             d = flow.delta(part)
@@ -49,6 +53,7 @@ class Union(Rule):
                 continue
             d = d.toDF(*node.columns, DIFF)
             out = d if out is None else out.unionAll(d)
+        assert out is not None  # asked only when a part changed
         return out
 
 

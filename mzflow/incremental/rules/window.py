@@ -7,7 +7,7 @@ rows. Without a common PARTITION BY column, the window is recomputed whole (R006
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mzflow.engine.frames import columns_of, sql
 from mzflow.incremental.modes import Side
@@ -17,6 +17,8 @@ from mzflow.plan import ir
 from mzflow.reasons import R_WINDOW
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
     from mzflow.incremental.dataflow import Dataflow, Restriction
 
 
@@ -31,14 +33,14 @@ class Window(Rule):
         return (f"Window partition_by=[{', '.join(node.partition)}] "
                 f"({', '.join(ir.sql(e) for e in node.exprs)})")
 
-    def full(self, flow: Dataflow, node: ir.Window, side: Side, r: Restriction | None) -> Any:
+    def full(self, flow: Dataflow, node: ir.Window, side: Side, r: Restriction | None) -> DataFrame:
         pushed = r if r is not None and columns_of(r.exprs) <= set(node.partition) else None
         df = flow.full(node.input, side, pushed)
         df = df.selectExpr("*", *[f"{sql(e)} AS `{n}`" for e, n in zip(
             node.exprs, node.columns[len(node.input.columns):], strict=True)])
         return df if pushed is not None else flow.restrict(df, r)
 
-    def delta(self, flow: Dataflow, node: ir.Window) -> Any:
+    def delta(self, flow: Dataflow, node: ir.Window) -> DataFrame:
         return per_partition(flow, node, node.input, node.partition)
 
 
