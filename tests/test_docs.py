@@ -2,7 +2,9 @@
 key, ``MZFLOW_*`` variable, ``mzflow`` command and option, make target and relative link
 that README.md, ARCHITECTURE.md and docs/*.md mention is checked against the code
 (``config.Tuning``, ``SHOW ALL``, the CLI's argparse parser, the Makefile, the files).
-README.md stays a map: at most 150 lines, naming no module path. No Spark, no process."""
+README.md stays a map: at most 150 lines, naming no module path. Each package under
+mzflow/ opens with a README.md of at most 30 lines, checked the same way; ARCHITECTURE.md
+stays at most 150 lines and links every package's README. No Spark, no process."""
 
 from __future__ import annotations
 
@@ -26,7 +28,11 @@ from mzflow.reasons import REASONS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-DOCS = [README, ROOT / "ARCHITECTURE.md", *sorted((ROOT / "docs").glob("*.md"))]
+ARCHITECTURE = ROOT / "ARCHITECTURE.md"
+# The top-level packages of mzflow/ (catalog/ddl, maintain/tick… are parts of theirs).
+PACKAGES = sorted(p for p in (ROOT / "mzflow").iterdir() if (p / "__init__.py").is_file())
+PACKAGE_READMES = [p / "README.md" for p in PACKAGES if (p / "README.md").is_file()]
+DOCS = [README, ARCHITECTURE, *sorted((ROOT / "docs").glob("*.md")), *PACKAGE_READMES]
 SHELL_BLOCKS = {"sh", "bash", "shell", "console"}
 
 
@@ -255,3 +261,24 @@ def test_readme_is_a_map() -> None:
     assert "make demo" in text and "make test" in text
     # The package layout changes; README points at docs/, which may name modules.
     assert not re.findall(r"(?<![\w./])mzflow/[a-z_]+|\bmzflow\.[a-z_]+\.[a-z_]+", text)
+
+
+def test_every_package_opens_with_a_short_readme() -> None:
+    """What it owns, what it may import, where to start: in at most 30 lines."""
+    assert len(PACKAGES) >= 15, [p.name for p in PACKAGES]
+    missing = [p.name for p in PACKAGES if not (p / "README.md").is_file()]
+    assert not missing, f"packages without a README.md: {missing}"
+    for path in PACKAGE_READMES:
+        text = path.read_text()
+        name = path.parent.name
+        assert len(text.splitlines()) <= 30, f"{name}/README.md: {len(text.splitlines())} lines"
+        for part in ("**Owns**", "**May import**", "**Start with**"):
+            assert part in text, f"{name}/README.md says nothing under {part}"
+
+
+def test_architecture_is_a_map_that_links_every_package() -> None:
+    text = ARCHITECTURE.read_text()
+    assert len(text.splitlines()) <= 150
+    linked = {Path(t) for t in re.findall(r"\]\((mzflow/[a-z_]+/README\.md)\)", text)}
+    assert all((ROOT / t).is_file() for t in linked), sorted(linked)
+    assert {p.relative_to(ROOT) / "README.md" for p in PACKAGES} <= linked
