@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mzflow import config
+from mzflow import caches, config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
@@ -79,15 +79,15 @@ Record = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
 
 # Planning a definition (bind, inline, lower: sqlglot) costs a tick ~0.15 s. It depends
 # on the catalog only, which (installation, version) names: every DDL bumps the version.
-_PLANS: dict[tuple[str, int, str], tuple[ChangePlan, reads.Plan]] = {}
+_PLANS = caches.lru("maintain.change_plans", 4096)  # the plan_cache knob bounds it lower
 
 
 def _planned(snap: Snapshot, index: Item, limit: int) -> tuple[ChangePlan, reads.Plan]:
     key = (snap.installation_id, snap.version, index.id)
     hit = _PLANS.get(key)
     if hit is None:
-        if len(_PLANS) >= limit:
-            _PLANS.clear()
+        while _PLANS and len(_PLANS) >= limit:
+            _PLANS.popitem()  # the least recently used
         plan = derive(snap, index)
         hit = _PLANS[key] = (plan, reads.plan(snap, plan.definition))
     return hit

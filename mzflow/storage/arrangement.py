@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import bisect
 import uuid
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mzflow import caches
 from mzflow.storage.commits import TS_KEY
 from mzflow.storage.rows import plain_strings
 from mzflow.storage.shard import DIFF, Shard
@@ -62,18 +62,14 @@ class Lookup:
 
 
 # Parquet footers of arrangement files (immutable): path → metadata.
-_FOOTERS: OrderedDict[str, pq.FileMetaData] = OrderedDict()
 _FOOTER_LIMIT = 2048
+_FOOTERS = caches.lru("storage.parquet_footers", _FOOTER_LIMIT)
 
 
 def _footer(path: str) -> pq.FileMetaData:
     hit = _FOOTERS.get(path)
     if hit is None:
         hit = _FOOTERS[path] = pq.read_metadata(path)
-        if len(_FOOTERS) > _FOOTER_LIMIT:
-            _FOOTERS.popitem(last=False)
-    else:
-        _FOOTERS.move_to_end(path)
     return hit
 
 
@@ -293,7 +289,8 @@ class _Ranges:
         return sorted(picked)
 
 
-_RANGES: OrderedDict[str, _Ranges] = OrderedDict()
+# Row groups' key ranges of a sorted file (from its footer): path → ranges.
+_RANGES = caches.lru("storage.row_group_ranges", _FOOTER_LIMIT)
 
 
 def groups_holding(path: str, key: str, keys: list[Any]) -> tuple[list[int], int]:
@@ -313,7 +310,6 @@ def writer_properties(key: str, group_rows: int) -> Any:
 def _ranges(path: str, key: str) -> _Ranges:
     hit = _RANGES.get(path)
     if hit is not None:
-        _RANGES.move_to_end(path)
         return hit
     meta = _footer(path)
     at = meta.schema.names.index(key)
@@ -335,8 +331,6 @@ def _ranges(path: str, key: str) -> _Ranges:
     except TypeError:
         ordered = False
     hit = _RANGES[path] = _Ranges(lo, hi, nulls, rows, ordered, unknown)
-    if len(_RANGES) > _FOOTER_LIMIT:
-        _RANGES.popitem(last=False)
     return hit
 
 

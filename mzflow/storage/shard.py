@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mzflow import caches
 from mzflow.catalog.model import ROWID
 from mzflow.storage import partitions
 from mzflow.storage.commits import (
@@ -41,14 +42,15 @@ class _History:
     changed: dict[int, int] = field(default_factory=dict)  # version -> rows it changed
 
 
-_HISTORY: dict[str, _History] = {}
+# Each shard's versions and times as read from its log so far: the next read reads only
+# newer commits. An evicted one is read again from the log.
+_HISTORY = caches.lru("storage.shard_history", 4096)
 
-
-_SHARED: dict[str, Shard] = {}
+_SHARED = caches.lru("storage.open_shards", 1024)
 
 # File lists of immutable versions: (path, the table's creation, version) → file URIs.
 # The creation (first log file's inode and mtime) tells a recreated shard apart.
-_FILES: dict[tuple[str, int, int, int], list[str]] = {}
+_FILES = caches.lru("storage.version_files", 4096)
 
 
 class Shard:
@@ -167,11 +169,18 @@ class Shard:
         """The last idempotency-key version committed for ``app_id``, if any."""
         return self._table().transaction_version(app_id)
 
+    def _history(self) -> _History:
+        key = str(self.path)
+        found = _HISTORY.get(key)
+        if found is None:
+            found = _HISTORY[key] = _History()
+        return found
+
     def history(self) -> list[tuple[int, int]]:
         """``(version, ts)`` pairs, oldest first, read from the commit metadata."""
         dt = self._table()
         latest = int(dt.version())
-        cache = _HISTORY.setdefault(str(self.path), _History())
+        cache = self._history()
         if cache.versions and cache.versions[-1] == latest:
             return list(zip(cache.versions, cache.times, strict=True))
         known = cache.versions[-1] if cache.versions else -1
@@ -195,20 +204,20 @@ class Shard:
         A writer killed between its Delta commit and its catalog commit leaves rows
         whose ids the catalog never recorded as used: writers skip past this."""
         self.history()
-        return _HISTORY[str(self.path)].max_rowid
+        return self._history().max_rowid
 
     def estimated_change_count(self, after: int, through: int) -> int:
         """About how many rows versions ``after+1 … through`` inserted or deleted, from
         the commits' own metrics: a cost estimate that reads no data (the change feed
         consolidates an update to two rows and a row inserted and deleted to none)."""
         self.history()
-        changed = _HISTORY[str(self.path)].changed
+        changed = self._history().changed
         return sum(n for v, n in changed.items() if after < v <= through)
 
     def version_at(self, ts: int) -> int | None:
         """The newest version committed at or before ``ts`` (None: the table is younger)."""
         self.history()
-        cache = _HISTORY[str(self.path)]
+        cache = self._history()
         i = bisect.bisect_right(cache.times, ts)
         return cache.versions[i - 1] if i else None
 
@@ -222,8 +231,6 @@ class Shard:
         key = (str(self.path), first.st_ino, first.st_mtime_ns, version)
         hit = _FILES.get(key)
         if hit is None:
-            if len(_FILES) >= 4096:
-                _FILES.clear()
             hit = _FILES[key] = list(self._at(version).file_uris())
         return list(hit)
 

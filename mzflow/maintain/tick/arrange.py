@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mzflow import caches
 from mzflow.catalog.model import Snapshot
 from mzflow.config import Tuning
 from mzflow.incremental.arrangements import Need, needs
@@ -37,7 +38,7 @@ log = logging.getLogger("mzflow.arrangements")
 
 # Open arrangement shards, process-wide: an open Delta table reads only the commits
 # since it was last read, so a tick's bookkeeping does not grow with the history.
-_OPEN: dict[str, ArrangementShard] = {}
+_OPEN = caches.lru("maintain.open_arrangements", 1024)
 
 
 def shard(warehouse: Path, cluster_id: int, need: Need) -> ArrangementShard:
