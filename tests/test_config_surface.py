@@ -5,6 +5,7 @@ session builder records the master Spark would be started with, and stops there.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -44,7 +45,7 @@ def _master_spark_starts_with(monkeypatch: pytest.MonkeyPatch) -> str:
 
     builder = _Builder()
     monkeypatch.setattr(SparkSession, "builder", builder)
-    monkeypatch.setattr(spark, "_session", None)
+    monkeypatch.setattr(spark.runtime.process(), "_session", None)
     for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP"):  # what starting sets: restored
         monkeypatch.setenv(name, "x")
     with pytest.raises(_Stop):
@@ -53,10 +54,13 @@ def _master_spark_starts_with(monkeypatch: pytest.MonkeyPatch) -> str:
     return builder.masters[0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33: spark.session() never receives the "
-                                       "configured spark_master")
 def test_a_spark_master_set_only_in_the_project_file_is_the_one_spark_starts(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A runtime of the test's own (this process may hold a real session for later tests):
+    # the connection configures it, as it configures the process's.
+    from mzflow.engine import spark
+
+    monkeypatch.setattr(spark.runtime, "_PROCESS", spark.SparkRuntime())
     project = tmp_path / "mzflow.toml"
     project.write_text('spark_master = "spark://spark.example:7077"\n')
     monkeypatch.setenv("MZFLOW_CONFIG", str(project))
@@ -68,6 +72,42 @@ def test_a_spark_master_set_only_in_the_project_file_is_the_one_spark_starts(
         assert servers.endpoint_for(conn.config, Cluster(2, "etl", size="xsmall")) is None
         # …so the cluster's ticks run on the process's Spark, which must be that master.
         assert _master_spark_starts_with(monkeypatch) == "spark://spark.example:7077"
+
+
+def test_the_airflow_connections_master_reaches_spark_as_an_argument(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """airflow/tasks.py opens its connection with the ``mzflow_spark`` connection's
+    master; nothing passes through the environment."""
+    from mzflow.engine import spark
+
+    monkeypatch.setattr(spark.runtime, "_PROCESS", spark.SparkRuntime())
+    monkeypatch.setenv("MZFLOW_SPARK_MASTER", "local[1]")  # the argument is stronger
+    with mzflow.connect(str(tmp_path / "home"), spark_master="sc://spark.example:15002"
+                        ) as conn:
+        assert conn.config.spark_master == "sc://spark.example:15002"
+        assert _master_spark_starts_with(monkeypatch) == "sc://spark.example:15002"
+    assert os.environ["MZFLOW_SPARK_MASTER"] == "local[1]"
+
+
+def test_the_driver_memory_comes_from_the_configuration(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mzflow.engine import spark
+
+    monkeypatch.setattr(spark.runtime, "_PROCESS", spark.SparkRuntime())
+    monkeypatch.setenv("MZFLOW_SPARK_DRIVER_MEMORY", "3g")
+    with mzflow.connect(str(tmp_path / "home")) as conn:
+        assert conn.config.spark_driver_memory == "3g"
+    monkeypatch.delenv("MZFLOW_SPARK_DRIVER_MEMORY")
+    assert spark.driver_memory() == "3g"  # the connection's, once it configured Spark
+
+
+def test_a_child_gets_its_configuration_in_its_environment() -> None:
+    from mzflow import config
+
+    parent = {"PATH": "/bin", "MZFLOW_SPARK_MASTER": "spark://m:7077", "MZFLOW_HOME": "/h"}
+    assert config.child_environment(parent, spark_master=None, cluster_spark="managed") == {
+        "PATH": "/bin", "MZFLOW_HOME": "/h", "MZFLOW_CLUSTER_SPARK": "managed"}
+    assert parent["MZFLOW_SPARK_MASTER"] == "spark://m:7077"  # the parent's is its own
 
 
 # -- only config.py reads MZFLOW_* -------------------------------------------------------
@@ -100,8 +140,6 @@ def side_channels(root: Path) -> list[str]:
     return found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33: engine/spark.py, airflow/tasks.py and "
-                                       "clusters/supervisor.py name MZFLOW_* variables")
 def test_only_config_reads_mzflow_variables() -> None:
     assert side_channels(PACKAGE) == []
 
