@@ -517,10 +517,10 @@ def quotient(a: Data, b: Data, scale: int, digits: int, n: int) -> Data:
         q, r = divmod(abs(num), abs(den))
         q += 2 * r >= abs(den)
         q = -q if (num < 0) != (den < 0) else q
-        if abs(q) >= 10 ** 38:
+        if abs(q) >= 10 ** division.DIGITS:
             raise _fail("numeric field overflow", "22003")
         out.append(Decimal(q).scaleb(-scale))
-    t = pa.decimal128(38, scale)
+    t = pa.decimal128(division.DIGITS, scale)
     return pa.scalar(out[0], t) if scalar else pa.array(out, t)
 
 

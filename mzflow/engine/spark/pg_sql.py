@@ -160,17 +160,27 @@ def _decimal_quotient(num: exp.Expr, den: exp.Expr, result: exp.DataType,
     return _cast(quotient, result.copy())
 
 
+def _numeric_average(agg: exp.Avg) -> tuple[exp.DataType, exp.DataType] | None:
+    """An ``avg`` that is a numeric quotient (of integers or numerics): its result type,
+    and the type its sum is kept in (every digit, at the values' scale). None: Spark's
+    own avg is PostgreSQL's (a double's)."""
+    result, value_t = agg.type, _operand(agg, 0)
+    if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
+            value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
+        return None
+    return result, exp.DataType.build(f"DECIMAL({division.DIGITS}, {sqlglot_scale(value_t)})")
+
+
 def _average(node: exp.Avg) -> exp.Expr:
     """``avg(x)`` of integers or numerics → ``sum(x) / count(x)`` at the result's scale
     (PostgreSQL's avg is exactly that numeric division)."""
-    result, value_t = node.type, _operand(node, 0)
-    if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
-            value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
+    numeric = _numeric_average(node)
+    if numeric is None:
         return node
+    result, wide_t = numeric
     arg = node.this
     distinct = isinstance(arg, exp.Distinct)
     value = arg.expressions[0] if distinct else arg
-    wide_t = exp.DataType.build(f"DECIMAL(38, {sqlglot_scale(value_t)})")
     wide = _cast(value.copy(), wide_t)
     total = exp.Sum(this=exp.Distinct(expressions=[wide]) if distinct else wide)
     count = exp.Count(this=exp.Distinct(expressions=[value.copy()]) if distinct
@@ -182,12 +192,11 @@ def _average(node: exp.Avg) -> exp.Expr:
 def average_sql(total: str, count: str, agg: exp.Avg) -> str:
     """Spark SQL for an ``avg`` from its kept partials, the columns ``total`` (the sum)
     and ``count``: the same numeric quotient as :func:`pg_semantics` renders."""
-    result, value_t = agg.type, _operand(agg, 0)
     plain = f"`{total}` / `{count}`"
-    if result is None or not result.is_type(exp.DType.DECIMAL) or not _is(
-            value_t, exp.DType.DECIMAL, *exp.DataType.INTEGER_TYPES):
+    numeric = _numeric_average(agg)
+    if numeric is None:
         return plain
-    wide = exp.DataType.build(f"DECIMAL(38, {sqlglot_scale(value_t)})")
+    result, wide = numeric
     quotient = _decimal_quotient(_cast(exp.column(total, quoted=True), wide),
                                  exp.column(count, quoted=True), result, wide,
                                  exp.DataType.build("BIGINT"))
