@@ -3,6 +3,11 @@
 Precedence, strongest first: explicit arguments, ``MZFLOW_*`` environment
 variables, the project's ``conf/mzflow.toml`` (or ``$MZFLOW_CONFIG``), then the
 defaults shipped in ``mzflow/conf/defaults.toml``.
+
+This is the only module that reads ``MZFLOW_*`` variables and the TOML files
+(tests/test_config_surface.py checks it): everything else is handed a ``Config``, its
+``SparkSettings`` or its ``Tuning``, and a parent passes configuration on to a child
+process with :func:`child_environment`.
 """
 
 from __future__ import annotations
@@ -34,10 +39,25 @@ class Config:
     # A read hold (read/holds.py) lapses this long after its holder last renewed it;
     # a live holder renews it every third of that.
     read_hold_lease_seconds: float = 60.0
+    # The driver JVM's heap when mzflow starts Spark itself ("6g"); None: sized to the
+    # machine (engine/spark/runtime.py).
+    spark_driver_memory: str | None = None
 
     @property
     def warehouse(self) -> Path:
         return self.home / "warehouse"
+
+    @property
+    def spark_settings(self) -> SparkSettings:
+        return SparkSettings(self.spark_master, self.spark_driver_memory)
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """What the process's own Spark starts with (engine/spark/runtime.py)."""
+
+    master: str = "local[*]"
+    driver_memory: str | None = None  # a JVM size ("6g"); None: sized to the machine
 
 
 def _read(path: Path) -> dict[str, object]:
@@ -59,28 +79,66 @@ def project_config_path() -> Path | None:
     return local if local.exists() else None
 
 
-def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = None) -> Config:
+def _files() -> dict[str, object]:
+    """The defaults, under the project's file."""
     data = _read(_DEFAULTS)
     project = project_config_path()
     if project is not None:
         data.update(_read(project))
+    return data
+
+
+def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = None, *,
+         spark_master: str | None = None) -> Config:
+    """The configuration; ``spark_master`` overrides the files' and the environment's
+    (Airflow's ``mzflow_spark`` connection)."""
+    data = _files()
     env_home = os.environ.get("MZFLOW_HOME")
     resolved_home = Path(home or env_home or str(data["home"])).expanduser().resolve()
     url = catalog_url or os.environ.get("MZFLOW_CATALOG_URL") or str(data.get("catalog_url") or "")
     if not url:
         url = f"sqlite:///{resolved_home / 'catalog.db'}"
-    master = os.environ.get("MZFLOW_SPARK_MASTER") or str(data.get("spark_master") or "local[*]")
+    spark = _spark(data, spark_master)
     airflow = os.environ.get("MZFLOW_AIRFLOW_HOME", str(data.get("airflow_home") or ""))
     cluster_spark = os.environ.get("MZFLOW_CLUSTER_SPARK") or str(
         data.get("cluster_spark") or "managed")
     if cluster_spark not in ("managed", "in-process"):
         raise InvalidOption(f'cluster_spark must be "managed" or "in-process", not '
                             f'"{cluster_spark}"')
-    return Config(home=resolved_home, catalog_url=url, spark_master=master,
+    return Config(home=resolved_home, catalog_url=url, spark_master=spark.master,
                   airflow_home=Path(airflow).expanduser().resolve() if airflow else None,
                   cluster_spark=cluster_spark,
                   cluster_idle_seconds=_seconds(data, "cluster_idle_seconds", 900),
-                  read_hold_lease_seconds=_seconds(data, "read_hold_lease_seconds", 60))
+                  read_hold_lease_seconds=_seconds(data, "read_hold_lease_seconds", 60),
+                  spark_driver_memory=spark.driver_memory)
+
+
+def spark_settings() -> SparkSettings:
+    """The Spark settings of a process that opened no connection (a test, a benchmark):
+    the same layers as :func:`load`'s."""
+    return _spark(_files(), None)
+
+
+def _spark(data: Mapping[str, object], master: str | None) -> SparkSettings:
+    return SparkSettings(
+        master=master or os.environ.get("MZFLOW_SPARK_MASTER")
+        or str(data.get("spark_master") or "local[*]"),
+        # Not a key of the files (yet): the environment only, as before.
+        driver_memory=os.environ.get("MZFLOW_SPARK_DRIVER_MEMORY") or None)
+
+
+def child_environment(base: Mapping[str, str], **keys: str | None) -> dict[str, str]:
+    """``base`` (a process's environment) for a child process, with the variable of each
+    configuration key in ``keys`` set to its value, or removed where it is None: how a
+    parent passes its configuration on (``cluster_spark="managed"``)."""
+    env = dict(base)
+    for key, value in keys.items():
+        name = f"MZFLOW_{key.upper()}"
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
 
 
 def _seconds(data: dict[str, object], name: str, default: float) -> float:

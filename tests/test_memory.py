@@ -261,6 +261,7 @@ def test_a_jvm_that_exited_after_its_error_was_told_is_replaced(
     from types import SimpleNamespace
 
     from mzflow.engine import spark
+    from mzflow.engine.spark import runtime as spark_runtime
 
     class Proc:
         def __init__(self, code: int | None) -> None:
@@ -273,17 +274,20 @@ def test_a_jvm_that_exited_after_its_error_was_told_is_replaced(
         return SimpleNamespace(sparkContext=SimpleNamespace(
             _gateway=SimpleNamespace(proc=Proc(code))))
 
+    # A runtime of the test's own: this process may hold a real session for later tests.
+    runtime = spark.SparkRuntime()
+    monkeypatch.setattr(spark_runtime, "_PROCESS", runtime)
     fresh = with_jvm(None)
-    monkeypatch.setattr(spark, "_start", lambda master: fresh)
-    # (Not pyspark's class state: this process may hold a real session for later tests.)
+    monkeypatch.setattr(runtime, "_start", lambda master: fresh)
+    # (Not pyspark's class state either.)
     forgotten = []
-    monkeypatch.setattr(spark, "_forget", lambda dead: (
-        forgotten.append(dead), setattr(spark, "_session", None)))
+    monkeypatch.setattr(runtime, "forget", lambda dead: (
+        forgotten.append(dead), setattr(runtime, "_session", None)))
     alive = with_jvm(None)
-    monkeypatch.setattr(spark, "_session", alive)
+    monkeypatch.setattr(runtime, "_session", alive)
     assert spark.session() is alive  # a live JVM is kept
     dead = with_jvm(52)
-    monkeypatch.setattr(spark, "_session", dead)  # exited since
+    monkeypatch.setattr(runtime, "_session", dead)  # exited since
     assert spark.session() is fresh
     assert spark.session() is fresh
     assert forgotten == [dead]
@@ -295,6 +299,7 @@ def test_a_cleanup_that_finds_the_jvm_gone_keeps_the_blocks_own_error(
     when translate_error stops waiting for it; the temp views' cleanup then finds it
     gone. CI saw that ConnectionRefusedError replace the out-of-memory error."""
     from mzflow.engine import spark
+    from mzflow.engine.spark import runtime as spark_runtime
     from mzflow.errors import Error, OutOfMemory
 
     class Gone:
@@ -308,8 +313,10 @@ def test_a_cleanup_that_finds_the_jvm_gone_keeps_the_blocks_own_error(
     class Session:
         catalog = Gone()
 
-    monkeypatch.setattr(spark, "session", lambda master=None: Session())
-    monkeypatch.setattr(spark, "_live", lambda s: True)
+    runtime = spark.SparkRuntime()
+    monkeypatch.setattr(spark_runtime, "_PROCESS", runtime)
+    monkeypatch.setattr(runtime, "session", lambda master=None: Session())
+    monkeypatch.setattr(runtime, "live", lambda s: True)
     relation = spark.Relation((), "", ("x",), frame=Frame())
     with pytest.raises(OutOfMemory, match="ran out of memory"):
         with spark.registered({"t": relation}):

@@ -87,12 +87,12 @@ def test_a_jvm_broken_by_a_full_disk_is_replaced(tmp_path: Path) -> None:
 
 
 def test_only_a_class_that_cannot_load_replaces_the_jvm() -> None:
-    from mzflow.engine import spark
+    from mzflow.engine.spark import failures
 
-    assert spark._BROKEN.search("java.lang.NoClassDefFoundError: Could not initialize class "
-                                "org.xerial.snappy.Snappy")
-    assert not spark._BROKEN.search("[DIVIDE_BY_ZERO] Division by zero")
-    assert not spark._BROKEN.search("java.lang.OutOfMemoryError: Java heap space")
+    assert failures._BROKEN.search("java.lang.NoClassDefFoundError: Could not initialize "
+                                   "class org.xerial.snappy.Snappy")
+    assert not failures._BROKEN.search("[DIVIDE_BY_ZERO] Division by zero")
+    assert not failures._BROKEN.search("java.lang.OutOfMemoryError: Java heap space")
 
 
 def test_a_full_disk_under_a_projection_shards_writes_is_a_storage_error(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -105,11 +104,11 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     at = (context["ti"].xcom_pull(task_ids=time_task_id) if time_task_id is not None
           else given_time(context))
     run = run_key(context, scope) if at is None else None
-    _use_spark_connection()
+    master = _spark_connection()
     full_refresh = bool(params.get("full_refresh"))
     answer = _on_service(home, catalog_url, cluster, {
         "op": "tick", "object": index, "at": at, "run": run, "full_refresh": full_refresh,
-        "view_means_default_index": True})
+        "view_means_default_index": True}, spark_master=master)
     served = answer is not None and "reports" in answer
     if answer is not None and served:
         at = answer["at"]
@@ -124,7 +123,7 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
             raise failure
         reports = answer["reports"]
     else:
-        at, reports = _tick_here(home, catalog_url, index, at, run, full_refresh)
+        at, reports = _tick_here(home, catalog_url, index, at, run, full_refresh, master)
     if not reports:
         raise AirflowFailException(f"{index} is no longer maintained")
     report = reports[0]
@@ -153,7 +152,8 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
 
 
 def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
-               run: str | None, full_refresh: bool) -> tuple[int, list[dict[str, Any]]]:
+               run: str | None, full_refresh: bool, spark_master: str | None
+               ) -> tuple[int, list[dict[str, Any]]]:
     """The tick in this task process (no tick service, or it did not take it): the time
     it ticked to (``at``, else the one recorded for ``run``) and its reports."""
     from airflow.sdk.exceptions import AirflowFailException
@@ -164,7 +164,7 @@ def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
     from mzflow.maintain import ticks
     from mzflow.quality.validate import ExpectationFailed
 
-    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+    with mzflow.connect(home, catalog_url=catalog_url, spark_master=spark_master) as conn:
         if at is None:
             at = (runs.run_time(conn.store.engine, run, now_ms()) if run is not None
                   else conn.store.snapshot().read_ts)
@@ -178,10 +178,11 @@ def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
 
 
 def _on_service(home: str, catalog_url: str | None, cluster: str | None,
-                request: dict[str, Any]) -> dict[str, Any] | None:
+                request: dict[str, Any], spark_master: str | None = None
+                ) -> dict[str, Any] | None:
     """``request`` answered by the cluster's tick service; None: the task does the work
-    (no service, or the ``mzflow_spark`` connection names a Spark)."""
-    if os.environ.get("MZFLOW_SPARK_MASTER"):
+    (no service, or the ``mzflow_spark`` connection names a Spark: ``spark_master``)."""
+    if spark_master:
         return None
     from mzflow.clusters import tick_service
 
@@ -207,9 +208,9 @@ def export(home: str, catalog_url: str | None, sink: str,
     if schedules.to_ms(end) > time.time() * 1000:
         # Only a manual run can get here; retrying after the interval ends helps.
         raise RuntimeError(f"interval ending {end.isoformat()} has not ended yet")
-    _use_spark_connection()
+    master = _spark_connection()
     try:
-        with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        with mzflow.connect(home, catalog_url=catalog_url, spark_master=master) as conn:
             spec = catalog_sinks.spec(conn.store.snapshot().resolve(sink))
             interval = sink_interval(spec.schedule, spec.timezone, start, end)
             if interval != (start, end):
@@ -247,17 +248,15 @@ def sink_interval(schedule: str, timezone: str, start: dt.datetime, end: dt.date
     return s, e
 
 
-def _use_spark_connection() -> None:
-    """Point this task's Spark at the ``mzflow_spark`` connection, if there is one. A
-    task process starts Spark once, so the environment is where the runtime reads it."""
-
+def _spark_connection() -> str | None:
+    """The Spark master the ``mzflow_spark`` connection names, if there is one: the
+    task's connection to mzflow is opened with it (``mzflow.connect(spark_master=…)``)."""
     from mzflow.airflow.hooks import CONN_ID, MzflowSparkHook
 
     master = MzflowSparkHook().master()
-    if master is None:
-        return
-    log.info("mzflow: Spark master %s (connection %s)", master, CONN_ID)
-    os.environ["MZFLOW_SPARK_MASTER"] = master
+    if master is not None:
+        log.info("mzflow: Spark master %s (connection %s)", master, CONN_ID)
+    return master
 
 
 

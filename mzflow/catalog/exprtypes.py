@@ -16,7 +16,7 @@ the scale matches it for quotients from 1 to 9999 and differs above and below.
 ``numeric(*,s)`` is printed as ``numeric`` (:func:`display_name`).
 
 Each node typed here gets its ``type`` set, so the renderer can read, say, a
-division's result type (``engine/spark.py``).
+division's result type (``engine/spark/pg_sql.py``).
 """
 
 from __future__ import annotations
@@ -414,7 +414,7 @@ class Typer:
 
     @staticmethod
     def _record(node: exp.Expr, args: list[str]) -> None:
-        """Keep the operand types on the node for the renderer (``engine/spark_pg.py``;
+        """Keep the operand types on the node for the renderer (``engine/spark/pg_functions.py``;
         None: an unknown-typed literal): lowering to the IR renames columns, and new
         column nodes carry no type."""
         node.meta[OPERANDS] = tuple(to_sqlglot(a) if base(a) != UNKNOWN else None

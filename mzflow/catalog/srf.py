@@ -46,7 +46,7 @@ SERIES_TYPE = "mzflow_series_type"
 SERIES_STEP = "mzflow_series_step"
 SERIES_SCALE = "mzflow_series_scale"  # numeric: the scale that start, stop and values meet in
 NAME = "generate_series"
-# The renderer computes numeric elements exactly within 38 digits (engine/series.py);
+# The renderer computes numeric elements exactly within 38 digits (engine/spark/series.py);
 # a step keeps 26 - scale integer digits.
 MAX_NUMERIC_SCALE = 20
 STAMPS = ("timestamp without time zone", "timestamp with time zone")

@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from mzflow import config
+
 POLL_SECONDS = 1.0
 SERVICE_RESTARTS = 3  # then callers tick themselves (tick_service.py's fallback)
 
@@ -45,8 +47,7 @@ def _idle_for(where: Path) -> float:
 def _start_service(where: Path) -> subprocess.Popen[bytes]:
     # The service ticks on this cluster's server only: no explicit Spark master
     # (that would give it a JVM of its own), and the managed servers on.
-    env = {k: v for k, v in os.environ.items() if k != "MZFLOW_SPARK_MASTER"}
-    env["MZFLOW_CLUSTER_SPARK"] = "managed"
+    env = config.child_environment(os.environ, spark_master=None, cluster_spark="managed")
     (where / "ticks.json").unlink(missing_ok=True)
     return subprocess.Popen([sys.executable, "-m", "mzflow.clusters.tick_service", str(where)],
                             stdin=subprocess.DEVNULL, env=env)

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
+from mzflow.engine import division
 from mzflow.engine.arrow_types import (
     Data,
     Value,
@@ -68,8 +69,8 @@ def _arith(fn: str, op: str, a: Value, b: Value) -> Data:
 def _divide(node: exp.Div, a: Value, b: Value, n: int) -> Data:
     """``a / b`` of the result type the binder gave the division (``catalog/exprtypes.py``;
     an unbound division is refused): integers truncate; a numeric quotient is exact,
-    rounded half away from zero at the result's scale, within the 38 digits the Spark
-    path (``engine/spark.py: _decimal_quotient``) gives it; a double is IEEE's."""
+    rounded half away from zero at the result's scale, where ``engine/division.py`` says
+    both engines compute it; a double is IEEE's."""
     (a, b), t = _typed([a, b], "/")
     k, result = _kind(t), node.type
     assert isinstance(result, exp.DataType)
@@ -95,11 +96,12 @@ def _divide(node: exp.Div, a: Value, b: Value, n: int) -> Data:
     if k in ("int", "dec") and result.is_type(exp.DType.DECIMAL):
         operands = node.meta.get(OPERANDS) or (None, node.expression.type)
         den_t = operands[1] if len(operands) > 1 else None
-        scale, den_scale = sqlglot_scale(result), sqlglot_scale(den_t)
-        if den_t is None or scale < 6 or scale + den_scale > 37:
+        scale = sqlglot_scale(result)
+        q = None if den_t is None else division.exact(scale, sqlglot_scale(den_t))
+        if q is None:
             raise Unsupported(f"cannot divide to numeric scale {scale} exactly yet")
         _no_zero_divisor(a, b)
-        return quotient(a, b, scale, 38 - den_scale, n)
+        return quotient(a, b, q.scale, q.numerator_digits, n)
     raise Unsupported(f"cannot divide {_pg(a.type)} by {_pg(b.type)} into "
                       f"{result.sql(dialect=DIALECT).lower()} yet")
 
@@ -132,8 +134,8 @@ def quotient(a: Data, b: Data, scale: int, digits: int, n: int) -> Data:
         q, r = divmod(abs(num), abs(den))
         q += 2 * r >= abs(den)
         q = -q if (num < 0) != (den < 0) else q
-        if abs(q) >= 10 ** 38:
+        if abs(q) >= 10 ** division.DIGITS:
             raise _fail("numeric field overflow", "22003")
         out.append(Decimal(q).scaleb(-scale))
-    t = pa.decimal128(38, scale)
+    t = pa.decimal128(division.DIGITS, scale)
     return pa.scalar(out[0], t) if scalar else pa.array(out, t)

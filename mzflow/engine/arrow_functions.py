@@ -6,7 +6,7 @@ casts to and from text, bytea and boolean, intervals added to dates and timestam
 Each follows PostgreSQL: its result types, its errors (SQLSTATE and wording) and its
 NULLs. Values a kernel cannot take are computed per value in Python (numerics exactly,
 with ``decimal``); these are constants and EXPECT batches, not bulk reads.
-``engine/spark_pg.py`` gives Spark the same semantics; ``tests/test_scalar_semantics.py``
+``engine/spark/pg_functions.py`` gives Spark the same semantics; ``tests/test_scalar_semantics.py``
 checks both against PostgreSQL itself.
 """
 

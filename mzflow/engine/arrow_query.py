@@ -5,7 +5,7 @@ key) costs Spark's fixed price per query (0.2-0.5 s) for a millisecond's work.
 The shape: ``SELECT exprs FROM rel [WHERE] [GROUP BY exprs] [HAVING] [ORDER BY]
 [LIMIT] [OFFSET]`` over the one relation, with ``sum``, ``count``, ``min``, ``max`` and
 ``avg`` (not DISTINCT, not FILTER). Scalar expressions are ``engine/arrow_expr.py``'s,
-with PostgreSQL's semantics as the Spark path computes them (``engine/spark.py:
+with PostgreSQL's semantics as the Spark path computes them (``engine/spark/pg_sql.py:
 pg_semantics``): sums are exact (Arrow's own overflow silently, so they run in
 decimal256), ``avg`` is the exact quotient at the bound scale, NULLs sort last
 ascending and first descending unless the query says otherwise, and each output
@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from mzflow.catalog.exprtypes import from_sqlglot
-from mzflow.engine import arrow_arith, arrow_expr
+from mzflow.engine import arrow_arith, arrow_expr, division
 from mzflow.engine.spark import evaluation_error
 from mzflow.errors import Error, Unsupported
 from mzflow.storage.types import parse_type, python_values
@@ -250,7 +250,7 @@ def _agg_input(agg: exp.Expr, bare: exp.Expr, table: pa.Table, j: int,
                    if pa.types.is_floating(t) else pa.decimal128(38, t.scale))
         return [(name, "sum")], lambda out: _cast(out.column(f"{name}_sum"),
                                                   bound or natural)
-    # avg: the quotient of the sum and the count, as engine/spark.py renders it.
+    # avg: the quotient of the sum and the count, as engine/spark/pg_sql.py renders it.
     frame[f"{name}c"] = value
 
     def average(out: pa.Table) -> Any:
@@ -262,11 +262,11 @@ def _agg_input(agg: exp.Expr, bare: exp.Expr, table: pa.Table, j: int,
                               pc.divide(total, pc.cast(count, pa.float64())))
         if bound is None or not pa.types.is_decimal(bound):
             raise Unsupported("avg without its bound numeric type")
-        scale = bound.scale
-        if scale < 6 or scale > 37:
-            raise Unsupported(f"avg at numeric scale {scale}")
+        q = division.exact(bound.scale)  # over a count: an integer denominator
+        if q is None:
+            raise Unsupported(f"avg at numeric scale {bound.scale}")
         total = pc.if_else(pc.equal(count, 0), pa.scalar(None, total.type), total)
-        return arrow_arith.quotient(total, count, scale, 38, len(count))
+        return arrow_arith.quotient(total, count, q.scale, q.numerator_digits, len(count))
 
     return [(name, "sum"), (f"{name}c", "count")], average
 

@@ -1,7 +1,7 @@
 """PostgreSQL's string functions for ``engine/arrow_expr.py`` (through
 ``arrow_functions``), value by value: replace, left, right, lpad, rpad, repeat,
 reverse, md5, strpos/position, ascii, chr, split_part; and now() and current_date.
-``engine/spark_pg.py`` gives Spark the same results; the differential test checks both.
+``engine/spark/pg_functions.py`` gives Spark the same results; the differential test checks both.
 """
 
 from __future__ import annotations

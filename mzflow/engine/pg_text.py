@@ -1,7 +1,7 @@
 """PostgreSQL's text forms of values, for the in-process evaluator: what a cast to text
 and ``concat`` print (each type's output function), and interval input.
 
-``engine/spark_pg.py`` writes the same forms in Spark SQL where Spark can; where it
+``engine/spark/pg_functions.py`` writes the same forms in Spark SQL where Spark can; where it
 cannot (a double's shortest digits), it refuses by name.
 """
 

@@ -27,6 +27,7 @@ from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.clusters import servers as cluster_servers
 from mzflow.engine.local import NotEvaluable
+from mzflow.engine.spark import configure as configure_spark
 from mzflow.engine.spark import evaluation_error
 from mzflow.errors import (
     Error,
@@ -140,6 +141,8 @@ class Connection:
 
     def __init__(self, cfg: config.Config):
         self.config = cfg
+        # The process's Spark, when it starts, starts as this configuration says.
+        configure_spark(cfg.spark_settings)
         cfg.home.mkdir(parents=True, exist_ok=True)
         self.store = Store(cfg.catalog_url)
         warehouse = cfg.warehouse
@@ -642,11 +645,13 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
 }
 
 
-def connect(home: str | None = None, *, catalog_url: str | None = None) -> Connection:
-    """Open a session on ``home`` (default: ``$MZFLOW_HOME``, else ``conf/``'s ``home``).
+def connect(home: str | None = None, *, catalog_url: str | None = None,
+            spark_master: str | None = None) -> Connection:
+    """Open a session on ``home`` (default: ``$MZFLOW_HOME``, else ``conf/``'s ``home``);
+    ``spark_master`` overrides the configured one (Airflow's ``mzflow_spark``).
 
     >>> conn = connect("/tmp/mzflow-doc")              # doctest: +SKIP
     >>> conn.execute("SHOW CLUSTERS").rows             # doctest: +SKIP
     [('default',)]
     """
-    return Connection(config.load(home, catalog_url))
+    return Connection(config.load(home, catalog_url, spark_master=spark_master))

@@ -1,5 +1,5 @@
 """PostgreSQL's ``to_char(timestamp, template)``: the template read as PostgreSQL reads
-it, for both engines (``arrow_functions`` formats values in process, ``spark_pg``
+it, for both engines (``arrow_functions`` formats values in process, ``spark/pg_time``
 writes Spark SQL for each piece).
 
 The template's keywords are matched case-sensitively at each position against

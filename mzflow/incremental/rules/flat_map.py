@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from mzflow.engine.frames import DIFF, columns_of, quoted, sql
-from mzflow.engine.series import generator_sql
+from mzflow.engine.spark.series import generator_sql
 from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.base import Context, Rule, Strategy, incremental
 from mzflow.plan import ir

@@ -1,7 +1,7 @@
 """PostgreSQL's semantics for functions, operators and casts Spark computes its own way,
-as rewrites of the bound tree before it becomes Spark SQL (``spark.pg_semantics``
+as rewrites of the bound tree before it becomes Spark SQL (``pg_sql.pg_semantics``
 calls :func:`rewrite` on each node, deepest first). Dates and times are in
-``spark_pg_time.py``, numbers in ``spark_pg_numbers.py``.
+``pg_time.py``, numbers in ``pg_numbers.py``.
 
 The operand types come from the binder (``exprtypes.OPERANDS`` on the node). Where
 Spark's answer would differ and no rewrite makes it agree (a double's shortest text),
@@ -20,8 +20,8 @@ from collections.abc import Callable
 
 from sqlglot import exp
 
-from mzflow.engine import spark_pg_numbers, spark_pg_time
-from mzflow.engine.spark_pg_base import (
+from mzflow.engine.spark import pg_numbers, pg_time
+from mzflow.engine.spark.pg_base import (
     FLOATS,
     INTS,
     PREFIX,
@@ -61,7 +61,7 @@ _INPUT_TYPES = {"INT": "integer", "BIGINT": "bigint", "SMALLINT": "smallint",
 def raised(text: str) -> Error | None:
     """The error a rewrite raised in Spark (``raise_error``), or Spark's failed cast of
     text, as PostgreSQL's."""
-    from mzflow.engine.spark import evaluation_error
+    from mzflow.engine.spark.failures import evaluation_error
 
     m = re.search(r"USER_RAISED_EXCEPTION\]\s*" + PREFIX + r"(\w{5}):(.*?)(?:\s+SQLSTATE: \w+)?$",
                   text, flags=re.S | re.M)
@@ -327,6 +327,6 @@ _REWRITES: dict[type[exp.Expr], Callable[[exp.Expr], exp.Expr]] = {
     exp.Substring: _substring, exp.Pad: _pad, exp.Repeat: _repeat,  # type: ignore[dict-item]
     exp.Left: _left_right, exp.Right: _left_right, exp.Chr: _chr,  # type: ignore[dict-item]
     exp.SplitPart: _split_part,  # type: ignore[dict-item]
-    **spark_pg_time.REWRITES, **spark_pg_numbers.REWRITES,
+    **pg_time.REWRITES, **pg_numbers.REWRITES,
 }
 NODES = tuple(_REWRITES)

@@ -1,4 +1,4 @@
-"""Numbers for ``engine/spark_pg.py``: exp/ln/log/sqrt/power raise PostgreSQL's errors
+"""Numbers for ``pg_functions.py``: exp/ln/log/sqrt/power raise PostgreSQL's errors
 (Spark returns NULL, NaN or infinity); numerics of constants are computed in process."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 from sqlglot import exp
 
 from mzflow.catalog.exprtypes import OPERANDS as OPERANDS_KEY
-from mzflow.engine.spark_pg_base import FLOATS, case, double, fail, fn, is_, lit, op, operand, paren
+from mzflow.engine.spark.pg_base import FLOATS, case, double, fail, fn, is_, lit, op, operand, paren
 from mzflow.errors import Unsupported
 
 

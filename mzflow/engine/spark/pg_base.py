@@ -1,6 +1,6 @@
-"""Building blocks for ``engine/spark_pg*.py``: Spark SQL trees, and PostgreSQL's
+"""Building blocks for ``pg_functions.py`` and its parts: Spark SQL trees, and PostgreSQL's
 errors raised from inside a Spark query (``raise_error('mzflow:<SQLSTATE>:<message>')``,
-which ``spark_pg.raised`` turns back into the error)."""
+which ``pg_functions.raised`` turns back into the error)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dates and times for ``engine/spark_pg.py``: to_char, date ± integer, date - date,
+"""Dates and times for ``pg_functions.py``: to_char, date ± integer, date - date,
 date_trunc's units, interval literals Spark cannot read."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from mzflow.engine.spark_pg_base import INTS, case, cast, fail, fn, is_, lit, op, operand, paren
+from mzflow.engine.spark.pg_base import INTS, case, cast, fail, fn, is_, lit, op, operand, paren
 from mzflow.errors import Unsupported
 from mzflow.sql import to_char
 
@@ -120,7 +120,7 @@ def _date_arith(node: exp.Add | exp.Sub) -> exp.Expr:
         date, days = days, date
         left, right = right, left
     if not (is_(left, exp.DType.DATE) and is_(right, *INTS)):
-        from mzflow.engine.spark_pg_numbers import widened
+        from mzflow.engine.spark.pg_numbers import widened
 
         return widened(node)
     delta = cast(days, "BIGINT")

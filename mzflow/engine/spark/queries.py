@@ -1,0 +1,169 @@
+"""Running a bound query on Spark: its relations registered as temporary views, the
+query rendered with PostgreSQL's semantics (``pg_sql.py``), the rows cast to the bound
+types; and the settings a tick's block of queries runs under (few jobs, counted).
+
+Each relation a query reads is a Delta version handed over as its exact file list
+plus the schema the query may see; Spark reads those Parquet files directly (the
+delta-spark jars are not available, see DESIGN.md §3), so files written before an ADD
+COLUMN read the new column as NULL.
+
+Every block here undoes what it set in the session afterwards (``cleaning_up``), even
+when the JVM died under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlglot import exp
+
+from mzflow.engine.spark.arrow import plain
+from mzflow.engine.spark.failures import cleaning_up, translate_error
+from mzflow.engine.spark.pg_sql import to_spark_sql
+from mzflow.engine.spark.runtime import process
+from mzflow.errors import Error
+from mzflow.storage.types import parse_type, python_values
+
+
+@dataclass(frozen=True)
+class Relation:
+    """What Spark reads for one table reference."""
+
+    files: tuple[str, ...]
+    schema_ddl: str  # every column in the files' current schema
+    columns: tuple[str, ...]  # what the query may see, in order (a version's columns)
+    count_column: str | None = None  # consolidated contents: repeat each row this often
+    frame: Any = None  # a ready DataFrame (a projection's rows): files and schema unused
+
+
+def run(query: exp.Query, relations: Mapping[str, Relation],
+        types: Sequence[str] | None = None) -> list[tuple[Any, ...]]:
+    """Rows of ``query``; ``types``: the bound columns' catalog types, which the rows
+    are cast to (see :func:`typed`)."""
+    with registered(relations) as views:
+        try:
+            rows = dataframe(query, views, types).collect()
+        except Exception as e:  # pyspark's errors all derive from Exception
+            raise translate_error(e) from None
+    if not rows:
+        return []
+    columns = [[plain(v) for v in col] for col in zip(*rows, strict=True)]
+    if types is not None:
+        columns = [python_values(col, t) for col, t in zip(columns, types, strict=True)]
+    return list(zip(*columns, strict=True))
+
+
+@contextmanager
+def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
+    """Register each relation as a uniquely named temp view; drop them afterwards."""
+    runtime = process()
+    spark = runtime.session()
+    names: dict[str, str] = {}
+
+    def drop() -> None:
+        for view in names.values():
+            spark.catalog.dropTempView(view)
+
+    with cleaning_up(spark, drop):
+        for ref, rel in relations.items():
+            view = f"mz_rel_{runtime.next_name()}"
+            if rel.frame is not None:
+                rel.frame.createOrReplaceTempView(view)
+                names[ref] = view
+                continue
+            if rel.files:
+                df = spark.read.schema(rel.schema_ddl).parquet(*rel.files)
+            else:
+                df = spark.createDataFrame([], rel.schema_ddl)
+            if rel.count_column is not None:
+                from pyspark.sql import functions as F
+
+                df = df.withColumn("_mz_copy", F.explode(F.sequence(
+                    F.lit(1), F.col(rel.count_column).cast("int"))))
+            df.select(*[f"`{c}`" for c in rel.columns]).createOrReplaceTempView(view)
+            names[ref] = view
+        yield names
+
+
+def dataframe(query: exp.Query, views: Mapping[str, str],
+              types: Sequence[str] | None = None) -> Any:
+    df = process().session().sql(to_spark_sql(query, views))
+    return typed(df, types) if types is not None else df
+
+
+def typed(df: Any, types: Sequence[str]) -> Any:
+    """Cast each output column to its bound type, so a plain read, an index, SUBSCRIBE
+    and a sink all hand back the same types (Spark's own result types differ: a
+    ``sum`` of decimal(12,2) is decimal(22,2), ``int4 + int4`` stays int but an
+    ``avg`` of a double stays double…). Types Spark cannot store (interval) stay.
+    The columns are named by position; callers name them."""
+    from pyspark.sql import functions as F
+
+    # Positional names: a query may name two columns alike (``SELECT x1.a, x2.a``), and
+    # rows collected through Arrow would keep only one of them.
+    positional = df.toDF(*[f"_mz_c{i}" for i in range(len(df.columns))])
+    if len(types) != len(df.columns):
+        # The binder did not see every column (a star over `VALUES … AS v(a)` binds to
+        # none yet): Spark's own types, rather than dropping columns.
+        return positional
+    cols = []
+    for i, t in enumerate(types):
+        try:
+            cols.append(F.col(f"_mz_c{i}").cast(parse_type(t).spark))
+        except Error:
+            cols.append(F.col(f"_mz_c{i}"))
+    return positional.select(*cols)
+
+
+# -- a tick's block of queries ------------------------------------------------------------
+
+# An incremental tick's inputs are mostly local rows (change feeds, arrangement
+# lookups), where what costs is Spark's fixed price per job. Adaptive execution runs
+# each shuffle stage as a job of its own and a broadcast join adds one more; without
+# them an action is one job, whatever the plan (a join + aggregate: 3-4 jobs → 1).
+_FEW_JOBS = {"spark.sql.adaptive.enabled": "false",
+             "spark.sql.autoBroadcastJoinThreshold": "-1"}
+
+
+@contextmanager
+def few_jobs() -> Iterator[None]:
+    """Run the block with one Spark job per action (restored afterwards)."""
+    spark = process().session()
+    conf = spark.conf
+    saved = {k: conf.get(k, None) for k in _FEW_JOBS}
+    for k, v in _FEW_JOBS.items():
+        conf.set(k, v)
+    def restore() -> None:
+        for k, v in saved.items():
+            if v is None:
+                conf.unset(k)
+            else:
+                conf.set(k, v)
+
+    with cleaning_up(spark, restore):
+        yield
+
+
+@contextmanager
+def counting_jobs() -> Iterator[Callable[[], int | None]]:
+    """Count the Spark jobs run inside the block (a tick's), by a job group of its own
+    and the status tracker. A Spark Connect session has no tracker here: None."""
+    runtime = process()
+    spark = runtime.session()
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: no SparkContext in the client
+        yield lambda: None
+        return
+    group = f"mzflow-{runtime.next_name()}"
+    sc.setJobGroup(group, "mzflow tick")
+    tracker = sc.statusTracker()
+    def ungroup() -> None:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+
+    with cleaning_up(spark, ungroup):
+        yield lambda: len(tracker.getJobIdsForGroup(group))

@@ -1,0 +1,395 @@
+"""The process's Spark, as one object: ``SparkRuntime`` starts the JVM on first use,
+connects to a cluster's Spark Connect server inside ``using``, and forgets a JVM that
+died so that the next statement starts another.
+
+A process has one runtime (:func:`process`); the module functions of the package
+delegate to it. Everything about Spark that lives as long as the process is its
+state, so a test can run against a runtime of its own (monkeypatch ``_PROCESS``).
+
+Where Spark starts and with how much heap is the configuration's
+(``config.SparkSettings``): a connection hands its settings over with
+:meth:`SparkRuntime.configure`; a process that opened none (a test, a benchmark)
+starts with the process's configuration (``config.spark_settings``). The first start
+decides: the JVM stays where it started for the life of the process.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mzflow import config
+
+if TYPE_CHECKING:
+    from mzflow.engine.spark.failures import Memory
+
+_LOG4J = Path(__file__).resolve().parents[2] / "conf" / "log4j2.properties"
+
+# What every mzflow session needs, whichever way Spark is reached.
+_SHUFFLE = "spark.sql.shuffle.partitions"
+_SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.ansi.enabled": "true",
+}
+
+# pyspark picks classic or Connect code for every function call (F.col, createDataFrame
+# …) by this variable, which it sets for good when a Connect session is made, so that
+# the two never mix in one process. A process that ticks on a cluster's server and
+# reads on its own Spark does mix them, one block at a time: the variable is set inside
+# ``using`` and restored after. (Not for threads running Spark work concurrently.)
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+
+
+class SparkRuntime:
+    """The Spark of one process: its in-process session (started on first use), the
+    sessions of the Spark Connect servers it ticks on, and what a block of Spark work
+    runs against (a server, whose memory)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # session() may forget a dead JVM while holding it
+        self._session: Any = None
+        self._starting = False
+        self._started_master: str | None = None
+        self._settings: config.SparkSettings | None = None  # from a connection's config
+        self._jvm_log: Path | None = None
+        self._names = itertools.count()
+        # A cluster's ticks run on its own Spark Connect server (clusters/servers.py):
+        # inside ``using(url, key)``, session() is the session connected there. Sessions
+        # are kept per (url, key): a restarted server (a new key) gets a new session,
+        # since the old one's server-side state died with it.
+        self._remote: dict[tuple[str, object], Any] = {}
+        self._endpoint: contextvars.ContextVar[tuple[str, object] | None] = (
+            contextvars.ContextVar("mzflow_spark_endpoint", default=None))
+        self._memory: contextvars.ContextVar[Memory | None] = contextvars.ContextVar(
+            "mzflow_spark_memory", default=None)
+
+    # -- configuration ------------------------------------------------------------------
+
+    def configure(self, settings: config.SparkSettings) -> None:
+        """Start with ``settings`` (a connection's configuration) when Spark starts; a
+        JVM already running stays as it is."""
+        self._settings = settings
+
+    def master(self) -> str:
+        """The master the process's Spark started with, or starts with."""
+        if self._started_master is not None:
+            return self._started_master
+        return (self._settings or config.spark_settings()).master
+
+    def driver_memory(self) -> str:
+        """The driver JVM's heap: the configured size, else a quarter of the machine's
+        memory between 1 and 8 GB. Spark's own default (1 GB) ran out at TPC-H SF 1 with
+        10 % batches: in local mode the driver is the executor too, and ticks bring
+        change rows and lookups into it as local relations."""
+        given = self._settings.driver_memory if self._settings is not None else None
+        return given or config.spark_settings().driver_memory or _machine_memory()
+
+    def log_jvm_to(self, path: Path) -> None:
+        """Send what the JVM prints (its start-up warnings, log4j's console) to ``path``
+        instead of this process's terminal; the CLI points it into the home."""
+        self._jvm_log = path
+
+    # -- where a block's Spark work runs ---------------------------------------------------
+
+    @contextmanager
+    def using(self, url: str | None, key: object = None) -> Iterator[None]:
+        """Run the block's Spark work on the Spark Connect server at ``url`` (None: the
+        process's own Spark)."""
+        token = self._endpoint.set((url, key) if url else None)
+        before = os.environ.get(_CONNECT_MODE)
+        if url:
+            os.environ[_CONNECT_MODE] = "1"
+        try:
+            yield
+        finally:
+            self._endpoint.reset(token)
+            if before is None:
+                os.environ.pop(_CONNECT_MODE, None)
+            else:
+                os.environ[_CONNECT_MODE] = before
+
+    def endpoint(self) -> tuple[str, object] | None:
+        """The server the block's work runs on ((url, key)); None: the process's Spark."""
+        return self._endpoint.get()
+
+    def where(self) -> str:
+        """The Spark that session() gives now: a server's URL, or "in-process"."""
+        endpoint = self._endpoint.get()
+        if endpoint is not None:
+            return endpoint[0]
+        master = self._started_master
+        return master if master and master.startswith(("sc://", "spark://")) else "in-process"
+
+    @contextmanager
+    def memory_of(self, memory: Memory) -> Iterator[None]:
+        """Whose memory the block's Spark work uses, for an out-of-memory error."""
+        token = self._memory.set(memory)
+        try:
+            yield
+        finally:
+            self._memory.reset(token)
+
+    def memory(self) -> Memory | None:
+        return self._memory.get()
+
+    def next_name(self) -> int:
+        """A number no other temporary view or job group of this process has."""
+        return next(self._names)
+
+    # -- the session ------------------------------------------------------------------
+
+    def starting(self) -> bool:
+        """Whether the JVM is being started right now (several seconds)."""
+        return self._starting
+
+    def started(self) -> bool:
+        return self._session is not None
+
+    def session(self, master: str | None = None) -> Any:
+        """The process's SparkSession (the first call starts the JVM, several seconds),
+        or the cluster server's inside ``using``."""
+        endpoint = self._endpoint.get()
+        if endpoint is not None and master is None:
+            return self._connected(*endpoint)
+        with self._lock:
+            if self._session is not None and _exited(self._session):
+                # It died after its last statement's error was told (an out-of-memory
+                # JVM may take longer to exit than translate_error waits, on a loaded
+                # machine): a new one, not a refused connection (found by CI, issue 18).
+                self.forget(self._session)
+            if self._session is None:
+                self._starting = True
+                try:
+                    self._session = self._start(master or self.master())
+                finally:
+                    self._starting = False
+            return self._session
+
+    def in_process(self) -> Any:
+        """The in-process session the block's work runs on; None inside ``using`` (a
+        server's JVM is its supervisor's) or before Spark started."""
+        return None if self._endpoint.get() is not None else self._session
+
+    def live(self, spark: Any) -> bool:
+        """Whether a block's cleanup can still reach ``spark``: not if the JVM died during
+        the block (translate_error forgot it), whose state went with it."""
+        return spark is self._session or self._endpoint.get() is not None
+
+    def forget(self, dead: Any) -> None:
+        """Forget the in-process session ``dead`` (its JVM died or was stopped), so that
+        the next session() starts a new one."""
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+
+        with self._lock:
+            if self._session is dead:
+                self._session = None
+            # pyspark keeps the dead context, its gateway and session as class state, and
+            # would hand them out again.
+            SparkContext._active_spark_context = None
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+            SparkSession._instantiatedSession = None
+            SparkSession._activeSession = None
+
+    def _connected(self, url: str, key: object) -> Any:
+        with self._lock:
+            found = self._remote.get((url, key))
+            if found is None:
+                for old in [k for k in self._remote if k[0] == url]:
+                    self._remote.pop(old)  # the server restarted: that session is gone
+                from pyspark.sql import SparkSession
+
+                _quiet_query_context_loggers()
+                found = SparkSession.builder.remote(url).create()
+                if key is not None:
+                    _retry_briefly(found)
+                for conf_key, value in _SESSION_CONF.items():
+                    if key is not None and conf_key == _SHUFFLE:
+                        continue  # a managed server has its SIZE's (cluster_servers.command)
+                    found.conf.set(conf_key, value)
+                self._remote[(url, key)] = found
+            return found
+
+    def _start(self, url: str) -> Any:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        # One machine by default: skip the hostname lookup and its warning.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        from pyspark.sql import SparkSession
+
+        self._started_master = url
+        _quiet_query_context_loggers()
+        if url.startswith("sc://"):
+            # Spark Connect: the server owns the JVM and its configuration; only
+            # session settings travel with the client.
+            remote = SparkSession.builder.remote(url).getOrCreate()
+            for key, value in _SESSION_CONF.items():
+                remote.conf.set(key, value)
+            return remote
+        os.environ.pop(_CONNECT_MODE, None)  # classic (see ``using``)
+        builder = (
+            SparkSession.builder.appName("mzflow")
+            .master(url)
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            # The status store keeps every SQL execution, job and stage up to these
+            # counts (1,000 each by default) even with the UI off: in a long-lived
+            # process that is memory that grows for its first thousand statements and
+            # serves nobody. Jobs stay enough for counting_jobs, which reads a tick's
+            # jobs right after it.
+            .config("spark.sql.ui.retainedExecutions", "20")
+            .config("spark.ui.retainedJobs", "200")
+            .config("spark.ui.retainedStages", "200")
+            # Every read hands Spark new Delta files by name, and Spark keeps each file's
+            # status in a cache shared by the session, up to 250 MB by default: ~1 KB per
+            # file, never read again once compaction replaced the file. A few thousand
+            # files' worth still spares re-reading the statuses of a read's live files.
+            .config("spark.sql.hive.filesourcePartitionFileCacheSize", str(8 * 2**20))
+            # A broadcast join's hash relation stays in the block manager until the
+            # ContextCleaner sees its broadcast collected, which with a heap mostly idle
+            # may take a long while (a full GC every 30 minutes by default): hundreds of
+            # them were seen waiting in a process that ticked for 40 minutes.
+            .config("spark.cleaner.periodicGC.interval", "5min")
+            .config("spark.driver.memory", self.driver_memory())
+            .config("spark.driver.extraJavaOptions",
+                    f"-Dlog4j2.configurationFile={_LOG4J} -Dderby.system.home=/tmp")
+        )
+        for key, value in _SESSION_CONF.items():
+            builder = builder.config(key, value)
+        interrupt = signal.getsignal(signal.SIGINT)
+        with _jvm_output(self._jvm_log):
+            spark = builder.getOrCreate()
+        if threading.current_thread() is threading.main_thread():
+            # pyspark installs a Ctrl-C handler that cancels jobs over the main thread's
+            # Py4J connection, which is busy with the interrupted call: the cancel fails
+            # and logs a traceback. Keep the caller's handler (the shell cancels from
+            # another thread).
+            signal.signal(signal.SIGINT, interrupt)
+        spark.sparkContext.setLogLevel("OFF")
+        return spark
+
+
+_PROCESS = SparkRuntime()
+
+
+def process() -> SparkRuntime:
+    """This process's runtime."""
+    return _PROCESS
+
+
+# -- the package's functions of the runtime (callers say ``spark.session()``) -----------
+
+def configure(settings: config.SparkSettings) -> None:
+    process().configure(settings)
+
+
+def session(master: str | None = None) -> Any:
+    return process().session(master)
+
+
+def started() -> bool:
+    return process().started()
+
+
+def starting() -> bool:
+    return process().starting()
+
+
+def using(url: str | None, key: object = None) -> AbstractContextManager[None]:
+    return process().using(url, key)
+
+
+def where() -> str:
+    return process().where()
+
+
+def driver_memory() -> str:
+    return process().driver_memory()
+
+
+def log_jvm_to(path: Path) -> None:
+    process().log_jvm_to(path)
+
+
+# -- starting a JVM ---------------------------------------------------------------------
+
+def _machine_memory() -> str:
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    return f"{max(1, min(8, total // 4 // 2**30))}g"
+
+
+def _exited(spark: Any) -> bool:
+    """Whether ``spark``'s in-process JVM has exited (a poll: no wait, no call to it)."""
+    try:
+        proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    except Exception:  # no SparkContext (Spark Connect): no JVM of ours
+        return False
+    return proc is not None and proc.poll() is not None
+
+
+@contextmanager
+def _jvm_output(log_path: Path | None) -> Iterator[None]:
+    """The JVM is a child process that inherits file descriptors 1 and 2 when it starts,
+    and writes to them directly: point them at the log while it is launched."""
+    if log_path is None:
+        yield
+        return
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (log, *saved):
+            os.close(fd)
+
+
+def _quiet_query_context_loggers() -> None:
+    """pyspark logs every failed query's JVM stack on these loggers; the user gets the
+    same failure as an mzflow error instead.
+
+    They must be pyspark's own logger class: it calls them with keywords
+    (``errorClass=``) that a plain ``logging.Logger`` refuses with a TypeError, which
+    then replaced the query's real error. ``disabled`` alone is not enough either: a
+    later ``logging.config.dictConfig`` (Airflow's, in the same process) re-enables every
+    existing logger it does not name, so the level keeps them quiet too."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        logger = PySparkLogger.getLogger(name)
+        logger.setLevel(logging.CRITICAL + 10)
+        logger.propagate = False
+        logger.disabled = True
+
+
+def _retry_briefly(remote: Any) -> None:
+    """A managed server (a ``key``: its start time) runs on this machine: it answers, or
+    it died and the next tick starts another. The Connect client's default retries of a
+    lost server wait 10 minutes; a few seconds cover a busy one."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    client = remote.client
+    client.set_retry_policies([
+        DefaultPolicy(max_retries=5, max_backoff=2000) if isinstance(p, DefaultPolicy) else p
+        for p in client.get_retry_policies()])
