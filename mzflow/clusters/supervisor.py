@@ -48,7 +48,7 @@ def _start_service(where: Path) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != "MZFLOW_SPARK_MASTER"}
     env["MZFLOW_CLUSTER_SPARK"] = "managed"
     (where / "ticks.json").unlink(missing_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "mzflow.clusters.tick_service", str(where)],
+    return subprocess.Popen([sys.executable, "-m", "mzflow.session.tick_server", str(where)],
                             stdin=subprocess.DEVNULL, env=env)
 
 

@@ -79,7 +79,7 @@ def recompute(t: Target_, query: reads.Plan, warehouse: Path, at: int, n: Counte
     ``snap``, a SELECT of the definition that a table's projection answers reads the
     projection (unless ALTER SYSTEM SET optimize_use_projections = false)."""
     from mzflow.engine import diffs, spark
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import route as projections
 
     relations = reads.relations(query, warehouse, at)
     statement = query.query
