@@ -418,7 +418,7 @@ def _subscribe(conn: object, statement: str, poll: float) -> int:
 
 def _quality_docs(conn: object) -> int:
     import mzflow
-    from mzflow.quality import validate as quality
+    from mzflow.quality import docs as quality
 
     assert isinstance(conn, mzflow.Connection)
     runs = conn.store.expectation_runs()

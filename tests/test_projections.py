@@ -323,7 +323,7 @@ def test_routed_answers_over_a_partitioned_table(spark_home: Path,
 
 def _routed_oracle(spark_home: Path, steps: list[tuple[str, Any]], table: str) -> None:
     from mzflow.engine import spark
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import route as projections
 
     home = Path(tempfile.mkdtemp(dir=spark_home))
     db = duckdb.connect()
@@ -383,7 +383,7 @@ def _routed_oracle(spark_home: Path, steps: list[tuple[str, Any]], table: str) -
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_routed_read_reads_projection_rows_not_base_rows(tmp_path: Path) -> None:
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import route as projections
 
     with mzflow.connect(str(tmp_path / "home")) as conn:
         conn.execute("CREATE TABLE t (k int, g text, v int)")
@@ -411,12 +411,12 @@ def test_a_routed_read_reads_projection_rows_not_base_rows(tmp_path: Path) -> No
 CHILD = r"""
 import os, signal, sys
 import mzflow
-from mzflow.projections import runtime as projections
+from mzflow.projections import write as projections
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
-projections._add_parts = die  # killed between the table's commit and the projection's
+projections.add_parts = die  # killed between the table's commit and the projection's
 with mzflow.connect(sys.argv[1]) as conn:
     conn.execute("INSERT INTO t VALUES (10, 'a', 5), (11, 'z', 7)")
 """
@@ -457,7 +457,7 @@ def test_a_writer_killed_between_table_and_projection_commits_leaves_reads_right
 def test_a_maintained_view_recomputed_reads_the_projection(tmp_path: Path) -> None:
     """A tick that recomputes a view routes its SELECT like a read: projection rows, not
     base rows, and the same answer as DuckDB; ALTER SYSTEM SET turns it off."""
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import route as projections
 
     rows = [(i, f"g{i % 4}", i % 7 or None) for i in range(1, 1201)]
     db = duckdb.connect()
@@ -728,7 +728,7 @@ def test_a_write_keeps_aggregate_parts_computed_in_arrow_without_spark(
     # A write keeps its new part's partials, computed in Arrow, equal to DuckDB's.
     from deltalake import DeltaTable
 
-    from mzflow.projections.runtime import shard_of
+    from mzflow.projections.store import shard_of
 
     conn.execute("CREATE TABLE t (k int, g text, v int, n numeric(8,2), "
                  "PROJECTION p (SELECT g, sum(v * 2), count(*), avg(n), max(k) "
@@ -776,7 +776,7 @@ def test_wide_decimal_partials_are_stored_as_spark_would(conn: mzflow.Connection
 
     from deltalake import DeltaTable
 
-    from mzflow.projections.runtime import shard_of
+    from mzflow.projections.store import shard_of
 
     stored = DeltaTable(str(shard_of(conn.config.warehouse,
                                      conn.store.snapshot().projections[0]).path)
@@ -832,7 +832,7 @@ def test_a_routed_read_is_answered_in_process_without_spark(conn: mzflow.Connect
 @pytest.mark.spark
 def test_routed_reads_beyond_the_evaluator_run_on_spark(tmp_path: Path) -> None:
     from mzflow.engine.spark import EvaluationError
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import route as projections
 
     db = duckdb.connect()
     db.execute("CREATE TABLE t (g text, x double, v int)")
@@ -876,7 +876,7 @@ def test_a_writes_projection_rows_are_computed_ahead_and_named_by_its_file(
     # would leave them behind.
     from deltalake import DeltaTable
 
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import write as projections
     from mzflow.projections.store import PART, part_name
     from mzflow.storage.paths import table as table_path
 
@@ -915,7 +915,7 @@ def test_a_writes_projection_files_are_staged_during_its_commit_and_then_only_lo
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import write as projections
     from mzflow.projections.store import PART, part_name
     from mzflow.storage.paths import table as table_path
 
@@ -1024,7 +1024,7 @@ def test_compaction_vacuums_projection_shards_and_their_stale_staged_files(
     # delete staged files their writer never committed (after an hour: 0 s here).
     import time
 
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import manage as projections
     from mzflow.projections import store as storage
 
     monkeypatch.setattr(storage, "STAGED_MAX_AGE_S", 0.0)

@@ -276,7 +276,7 @@ def test_a_retried_write_does_not_quarantine_twice(conn: mzflow.Connection) -> N
 CHILD = r"""
 import os, signal, sys
 import mzflow
-from mzflow.quality import validate as quality
+from mzflow.quality import quarantine as quality
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
@@ -441,7 +441,7 @@ def test_a_great_expectations_suite_file_is_attached(conn: mzflow.Connection,
 
 
 def test_data_docs_show_each_validated_batch(conn: mzflow.Connection) -> None:
-    from mzflow.quality import validate as quality
+    from mzflow.quality import docs as quality
 
     conn.execute("CREATE TABLE t (k int, CONSTRAINT pos EXPECT (k > 0) ON VIOLATION "
                  "QUARANTINE, CONSTRAINT u EXPECT expect_column_values_to_be_unique "
@@ -563,7 +563,7 @@ def test_view_drop_row_and_quarantine_agree_with_duckdb(conn: mzflow.Connection)
 VIEW_CHILD = r"""
 import os, signal, sys
 import mzflow
-from mzflow.quality import validate as quality
+from mzflow.quality import quarantine as quality
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)

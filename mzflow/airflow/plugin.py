@@ -38,7 +38,7 @@ def catalog_view(home: str | None = None) -> dict[str, Any]:
     from mzflow.catalog.store import Store
     from mzflow.maintain import freshness
     from mzflow.maintain.ticks import index_shard
-    from mzflow.quality import validate as quality
+    from mzflow.quality import docs as quality
     from mzflow.storage.delta import IndexState
 
     cfg = config.load(home)

@@ -190,12 +190,12 @@ TABLES: dict[str, SystemTable] = {
                     _cols("object_id text, read_frontier bigint, write_frontier bigint"), (),
                     _frontier_rows),
         # Rows come from storage, not the catalog: maintain/arrangements.py fills them
-        # in (a catalog-only reader sees none).
+        # in, as a read source (read/sources.py; a catalog-only reader sees none).
         SystemTable("mz_arrangements",
                     _cols("id text, object_id text, cluster_id bigint, key text, "
                           "rows bigint null, bytes bigint null, files bigint null, "
                           "records_read_last_tick bigint null"), (), lambda snap: []),
-        # Projections: the catalog's part here, their storage's in projections/runtime.py.
+        # Projections: the catalog's part here, their storage's in projections/manage.py.
         SystemTable("mz_projections",
                     _cols("id text, table_id text, name text, kind text, definition text, "
                           "parts bigint null, rows bigint null, bytes bigint null, "
@@ -209,7 +209,8 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_expectations",
                     _cols("id text, object_id text, name text, kind text, definition text, "
                           "arguments text, action text"), (), _expectation_rows),
-        # Rows kept by the catalog store outside the snapshot: read/reads.py fills them.
+        # Rows kept by the catalog store outside the snapshot: a read source fills them
+        # (read/sources.py, registered by session/wiring.py).
         SystemTable("mz_expectation_results",
                     _cols("occurred_at_ms bigint, object_id text, expectation text, "
                           "statement text, rows_evaluated bigint, unexpected bigint, "
@@ -229,8 +230,8 @@ TABLES: dict[str, SystemTable] = {
                     _cols("object_id text, hydrated boolean, hydration_time interval null"),
                     (), lambda snap: []),
         # Read holds (catalog/holds.py), kept by the catalog store outside the snapshot:
-        # read/reads.py fills them in. Expired holds stay listed until a compaction
-        # drops them.
+        # a read source fills them in (read/sources.py). Expired holds stay listed
+        # until a compaction drops them.
         SystemTable("mz_read_holds",
                     _cols("object_id text, hold_id text, holder text, read_time bigint, "
                           "pid integer, host text, "

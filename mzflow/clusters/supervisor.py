@@ -49,7 +49,7 @@ def _start_service(where: Path) -> subprocess.Popen[bytes]:
     # (that would give it a JVM of its own), and the managed servers on.
     env = config.child_environment(os.environ, spark_master=None, cluster_spark="managed")
     (where / "ticks.json").unlink(missing_ok=True)
-    return subprocess.Popen([sys.executable, "-m", "mzflow.clusters.tick_service", str(where)],
+    return subprocess.Popen([sys.executable, "-m", "mzflow.session.tick_server", str(where)],
                             stdin=subprocess.DEVNULL, env=env)
 
 

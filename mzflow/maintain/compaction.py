@@ -27,7 +27,7 @@ from mzflow.catalog import frontiers
 from mzflow.catalog.model import INDEX, TABLE, Item
 from mzflow.catalog.store import Store, Writer
 from mzflow.maintain import arrangements
-from mzflow.projections import runtime as projections
+from mzflow.projections import manage as projections
 from mzflow.read import holds
 from mzflow.sinks import export as sinks
 from mzflow.storage import locks, paths
@@ -138,7 +138,7 @@ def _compact_table(steps: _Steps, warehouse: Path, table_id: str) -> list[Compac
         wanted = [p.id for p in snap.projections_on(item.id)]
     out = [table]
     for projection_id in wanted:
-        # Under the lock as any writer of a projection (see projections._add_parts).
+        # Under the lock as any writer of a projection (see projections/write.py: add_parts).
         with steps.locked() as (w, _):
             current = _current(w, table_id)
             projection = next((p for p in w.snapshot.projections

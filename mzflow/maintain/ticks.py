@@ -33,6 +33,7 @@ from mzflow.maintain import arrangements
 from mzflow.maintain.tick import arrange, commit, execute, inputs
 from mzflow.maintain.tick.commit import ensure_shard, index_shard
 from mzflow.plan.ir import Node
+from mzflow.quality import quarantine as quarantines
 from mzflow.quality import validate as quality
 from mzflow.read import reads
 from mzflow.reasons import R_HISTORY, R_MEASURING
@@ -95,7 +96,7 @@ def _planned(snap: Snapshot, index: Item, limit: int) -> tuple[ChangePlan, reads
 
 def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                full_refresh: bool = False, record: Record | None = None,
-               quarantine: quality.Quarantine | None = None,
+               quarantine: quarantines.Quarantine | None = None,
                named: Callable[[], bool] | None = None) -> TickReport:
     """``record`` keeps the results of the view's expectations (mz_expectation_results);
     ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine.
@@ -132,11 +133,11 @@ def _dropped(index: Item) -> UnknownObject:
 
 def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                 full_refresh: bool, record: Record | None,
-                quarantine: quality.Quarantine | None) -> TickReport:
+                quarantine: quarantines.Quarantine | None) -> TickReport:
     started = time.perf_counter()
     if quarantine is not None:  # what an earlier tick, killed, left to do
-        for path in quality.staged_ticks(warehouse, index):
-            quality.finish_tick(path, quarantine)
+        for path in quarantines.staged_ticks(warehouse, index):
+            quarantines.finish_tick(path, quarantine)
     tuning = config.tuning(snap.settings)
     plan, query = _planned(snap, index, tuning.plan_cache)
     shard = ensure_shard(warehouse, index, plan.columns)
@@ -165,9 +166,9 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                                                    f"tick {index.name}")
                 if checked is not None and record is not None:
                     record(*checked.records(at))
-                bad = quality.tick_rows(checked, at, plan.on) if checked else None
+                bad = quarantines.tick_rows(checked, at, plan.on) if checked else None
                 if bad is not None and quarantine is not None:
-                    staged = quality.stage_tick(warehouse, index, plan.on, bad, at)
+                    staged = quarantines.stage_tick(warehouse, index, plan.on, bad, at)
         except quality.ExpectationFailed as failed:
             # FAIL rejects the tick: nothing is committed, the index stays where it was.
             if record is not None:
@@ -194,7 +195,7 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
     if staged is not None:
         assert quarantine is not None
-        quality.finish_tick(staged, quarantine)
+        quarantines.finish_tick(staged, quarantine)
     n = tick.counters
     report = TickReport(index.qualified_name, plan.on.qualified_name, described,
                         done_through + 1, at + 1, version_before, version, n.rows_read,

@@ -172,6 +172,25 @@ def shape(snap: Snapshot, table: Item, projection: Projection) -> Shape:
                  tuple(partials), tuple(avgs), (), ())
 
 
+_SHAPES: dict[tuple[str, str, tuple[Any, ...]], Shape] = {}
+
+
+def shape_of(snap: Snapshot, table: Item, projection: Projection) -> Shape:
+    """``shape``, kept per projection and table shape (every write and read asks)."""
+    key = (projection.id, projection.query, table.columns)
+    hit = _SHAPES.get(key)
+    if hit is None:
+        if len(_SHAPES) > 256:
+            _SHAPES.clear()
+        hit = _SHAPES[key] = shape(snap, table, projection)
+    return hit
+
+
+def check(snap: Snapshot, table: Item, projection: Projection) -> None:
+    """A projection's definition is valid (raises its error otherwise)."""
+    shape(snap, table, projection)
+
+
 def _sorted(projection: Projection, item: Item, version: int, alias: str,
             bound: exp.Select, where: tuple[exp.Expr, ...]) -> Shape:
     what = f'projection "{projection.name}"'

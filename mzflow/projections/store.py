@@ -21,6 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from mzflow.catalog.model import Projection
+from mzflow.storage import paths
 from mzflow.storage.delta import TABLE_CONFIG, _log, writes
 from mzflow.storage.rows import plain_strings
 
@@ -273,6 +275,10 @@ class ProjectionShard:
 
         return (int(pc.sum(actions.column("num_records")).as_py() or 0),
                 int(pc.sum(actions.column("size_bytes")).as_py() or 0), actions.num_rows)
+
+
+def shard_of(warehouse: Path, projection: Projection) -> ProjectionShard:
+    return ProjectionShard(paths.projection(warehouse, projection.table_id, projection.id))
 
 
 def _file_stats(data: pa.Table, sort_key: str | None) -> dict[str, Any]:

@@ -14,28 +14,19 @@ result of a Spark read), so a Spark job per write would cost more than the valid
   statement writes, not against the rows already in the table.
 
 Actions: WARN commits everything; DROP ROW commits the passing rows; QUARANTINE commits
-the passing rows and writes the failing ones to ``<table>_quarantine``; FAIL rejects
-the statement, naming one failing row. A row failing several expectations meets the
-strongest action: FAIL, then QUARANTINE (a bad row must not vanish), then DROP ROW.
-
-The quarantine and its table are two Delta tables and Delta has no two-table commit.
-The failing rows are first staged in a file under ``<warehouse>/_pending``, then the
-table commits, then the quarantine (with the write's time and an idempotency key). The
-first writer to take the catalog's write lock after a crash finishes the quarantine of
-a write whose table commit exists and discards the staged rows of one whose does not,
-before any writer can make that time readable (``recover``).
+the passing rows and writes the failing ones to ``<table>_quarantine`` (quarantine.py);
+FAIL rejects the statement, naming one failing row. A row failing several expectations
+meets the strongest action: FAIL, then QUARANTINE (a bad row must not vanish), then
+DROP ROW.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -49,13 +40,10 @@ from mzflow.catalog.model import ROWID, TABLE, Expectation, Item, Snapshot
 from mzflow.engine import arrow_expr
 from mzflow.errors import Error, InvalidDefinition, TypeMismatch, UnknownColumn, Unsupported
 from mzflow.sql.parse import parse
-from mzflow.storage import paths
-from mzflow.storage.delta import Shard
 
 log = logging.getLogger("mzflow.quality")
 
 ROW_ACTIONS = (ddl.DROP_ROW, ddl.QUARANTINE)
-PENDING = "_pending"
 
 
 class ExpectationFailed(Error):
@@ -200,7 +188,7 @@ def validate(snap: Snapshot, table: Item, batch: pa.Table, statement: str) -> Ch
     frame_columns: dict[str, pa.ChunkedArray | pa.Array] = {}
     needed: set[str] = set()
     for i, e in enumerate(found):
-        expectation = _ge_of(e, i)
+        expectation = ge_of(e, i)
         if e.kind == "sql":
             frame_columns[expectation.column] = arrow_expr.evaluate(condition(e), batch)
         else:
@@ -240,7 +228,7 @@ def validate(snap: Snapshot, table: Item, batch: pa.Table, statement: str) -> Ch
     return checked
 
 
-def _ge_of(e: Expectation, i: int) -> Any:
+def ge_of(e: Expectation, i: int) -> Any:
     """The GE expectation that checks ``e`` (the ``i``-th of its object). A SQL condition
     is a column of the batch, named by the expectation and its text (Data Docs show it),
     whose values must not be false."""
@@ -343,231 +331,3 @@ def _failure(table: Item, e: Expectation, batch: pa.Table, mask: pa.Array | None
         f'new row for relation "{table.name}" violates expectation "{e.name}"', checked,
         detail=detail, hint="nothing was written; fix the rows or change the action with "
                             "ALTER TABLE … DROP CONSTRAINT and ADD CONSTRAINT")
-
-
-# -- the quarantine, exactly once -----------------------------------------------------------
-
-
-def quarantine_of(snap: Snapshot, table: Item) -> Item:
-    item = snap.find(ddl.quarantine_name(table.name))
-    if item is None or item.kind != TABLE:
-        raise Error(f'quarantine table "{ddl.quarantine_name(table.name)}" is missing',
-                    hint="re-add a QUARANTINE expectation to create it")
-    return item
-
-
-def quarantine_rows(rows: pa.Table, quarantine: Item, ts: int, first_rowid: int) -> pa.Table:
-    """The staged rows as the quarantine stores them: its columns (a column the table
-    gained after the quarantine was made is left out), the time, row ids."""
-    rows = rows.set_column(rows.column_names.index("_mz_quarantined_at"),
-                           "_mz_quarantined_at", pa.array([ts] * rows.num_rows, pa.int64()))
-    from mzflow.session.writes import targets_of
-    from mzflow.storage import rows as rowconv
-
-    names = [c.name for c in quarantine.columns]
-    picked = pa.table({n: rows.column(n) if n in rows.column_names else
-                       pa.nulls(rows.num_rows) for n in names})
-    out = rowconv.conform(picked, targets_of(quarantine))
-    ids = pa.array(range(first_rowid, first_rowid + rows.num_rows), pa.int64())
-    return out.append_column(pa.field(ROWID, pa.int64(), nullable=False), ids)
-
-
-def _pending_dir(warehouse: Path) -> Path:
-    return warehouse / PENDING
-
-
-def stage(warehouse: Path, table: Item, quarantine: Item, rows: pa.Table, ts: int) -> Path:
-    """Make the quarantined rows durable before the table's commit."""
-    folder = _pending_dir(warehouse)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"quarantine-{ts}-{table.id}.arrow"
-    meta = {"table": str(paths.table(warehouse, table.id)),
-            "quarantine": str(paths.table(warehouse, quarantine.id)),
-            "app": _app(table), "ts": str(ts)}
-    _write_durably(path, rows.replace_schema_metadata(meta))
-    return path
-
-
-def _app(table: Item) -> str:
-    return f"quarantine-{table.id}"
-
-
-def commit(path: Path) -> None:
-    """Append the staged rows to the quarantine, once (idempotency key: the write's
-    time), then drop the staged file."""
-    with pa.memory_map(str(path)) as source:
-        rows = pa.ipc.open_file(source).read_all()
-    meta = {k.decode(): v.decode() for k, v in (rows.schema.metadata or {}).items()}
-    ts = int(meta["ts"])
-    shard = Shard(Path(meta["quarantine"]))
-    done = shard.applied(meta["app"])
-    if done is None or done < ts:
-        shard.append(rows.replace_schema_metadata(None), ts, (meta["app"], ts))
-    path.unlink()
-
-
-def recover(warehouse: Path) -> None:
-    """Under the write lock: finish or discard what a killed writer staged."""
-    folder = _pending_dir(warehouse)
-    if not folder.is_dir():
-        return
-    for path in sorted(folder.glob("quarantine-*.arrow")):
-        with pa.memory_map(str(path)) as source:
-            meta = {k.decode(): v.decode() for k, v in
-                    (pa.ipc.open_file(source).schema.metadata or {}).items()}
-        ts = int(meta["ts"])
-        table = Shard(Path(meta["table"]))
-        if table.path.exists() and any(t == ts for _, t in table.history()):
-            log.warning("finishing the quarantine of a write at %d that was interrupted", ts)
-            commit(path)
-        else:
-            log.warning("discarding the quarantine staged by a write at %d that never "
-                        "committed", ts)
-            path.unlink()
-    for tmp in folder.glob("quarantine-*.tmp"):  # a tick's are its own (finish_tick)
-        tmp.unlink()
-    for path in folder.glob("tick-quarantine-*.arrow"):
-        with pa.memory_map(str(path)) as source:
-            meta = pa.ipc.open_file(source).schema.metadata or {}
-        if not Path(meta[b"index"].decode()).exists():  # the view was dropped
-            path.unlink()
-
-
-# -- a view's quarantine, exactly once ------------------------------------------------------
-# A tick's failing rows go to ``<view>_quarantine`` after the index's commit, as a table
-# write with the idempotency key (quarantine-tick-<index>, tick time). They are staged
-# first, so that a tick killed between the two commits leaves them for the index's next
-# tick, which writes them if the index committed that time and drops them if it did not.
-
-
-def tick_rows(checked: Checked, at: int, view: Item) -> pa.Table | None:
-    """The rows a tick quarantines: the view's columns, the expectations, the time."""
-    rows = checked.quarantined
-    if rows is None or rows.num_rows == 0:
-        return None
-    return rows.set_column(rows.column_names.index("_mz_quarantined_at"),
-                           "_mz_quarantined_at", pa.array([at] * rows.num_rows, pa.int64()))
-
-
-def stage_tick(warehouse: Path, index: Item, view: Item, rows: pa.Table, at: int) -> Path:
-    folder = _pending_dir(warehouse)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"tick-quarantine-{at}-{index.id}.arrow"
-    meta = {"index": str(paths.index(warehouse, index.id)), "view": view.id, "ts": str(at),
-            "app": f"tick-{index.id}"}
-    _write_durably(path, rows.replace_schema_metadata(meta))
-    return path
-
-
-def staged_ticks(warehouse: Path, index: Item) -> list[Path]:
-    folder = _pending_dir(warehouse)
-    return sorted(folder.glob(f"tick-quarantine-*-{index.id}.arrow")) if folder.is_dir() else []
-
-
-# (view id, rows, idempotency key): the session's table write of a tick's quarantine
-Quarantine = Callable[[str, pa.Table, tuple[str, int]], None]
-
-
-def finish_tick(path: Path, write: Quarantine) -> None:
-    """Write a staged tick's quarantined rows if its index committed that tick; drop them
-    if the index went past it without; leave them while neither is known (a tick still
-    running)."""
-    with pa.memory_map(str(path)) as source:
-        rows = pa.ipc.open_file(source).read_all()
-    meta = {k.decode(): v.decode() for k, v in (rows.schema.metadata or {}).items()}
-    ts = int(meta["ts"])
-    index = Shard(Path(meta["index"]))
-    if index.path.exists() and any(t == ts for _, t in index.history()):
-        write(meta["view"], rows.replace_schema_metadata(None),
-              (f"quarantine-{meta['app']}", ts))
-    elif index.path.exists():
-        done = index.applied(meta["app"])
-        if done is None or done <= ts:
-            return  # not committed yet, maybe by a tick still running
-    path.unlink()
-
-
-def _write_durably(path: Path, rows: pa.Table) -> None:
-    tmp = path.with_suffix(".tmp")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
-        writer.write_table(rows)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-# -- Great Expectations' Data Docs -------------------------------------------------------
-
-
-def build_docs(snap: Snapshot, runs: list[tuple[int, str, str, str]], folder: Path) -> Path:
-    """GE's Data Docs site under ``folder``: one suite per object with expectations (as
-    they stand) and every recorded validation of a batch. Returns the site's index."""
-    import datetime as dt
-
-    import great_expectations as gx
-    from great_expectations.core import ExpectationSuiteValidationResult
-    from great_expectations.core.expectation_validation_result import (
-        ExpectationValidationResult,
-    )
-    from great_expectations.core.run_identifier import RunIdentifier
-    from great_expectations.data_context.types.resource_identifiers import (
-        ExpectationSuiteIdentifier,
-        ValidationResultIdentifier,
-    )
-
-    folder.mkdir(parents=True, exist_ok=True)
-    ctx = gx.get_context(mode="file", project_root_dir=str(folder))
-    names = {i.id: i.name for i in snap.items}
-    for item in snap.items:
-        found = snap.expectations_on(item.id)
-        if found:
-            ctx.suites.add_or_update(gx.ExpectationSuite(
-                name=item.name, expectations=[_ge_of(e, i) for i, e in enumerate(found)]))
-    for ts, object_id, statement, report in runs:
-        doc = json.loads(report)
-        name = names.get(object_id, object_id)  # a dropped object: its id
-        when = dt.datetime.fromtimestamp(ts / 1000, dt.UTC)
-        run = RunIdentifier(run_name=statement.replace(" ", "_"), run_time=when)
-        result = ExpectationSuiteValidationResult(
-            results=[ExpectationValidationResult(**r) for r in doc.get("results", [])],
-            suite_name=name, success=bool(doc.get("success")),
-            statistics=doc.get("statistics"),
-            meta={**(doc.get("meta") or {}), "run_id": run, "mzflow_time": ts})
-        key = ValidationResultIdentifier(
-            expectation_suite_identifier=ExpectationSuiteIdentifier(name=name),
-            run_id=run, batch_identifier=f"{name}-{ts}")
-        ctx.validation_results_store.set(key, result)
-    ctx.build_data_docs()
-    return folder / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
-
-
-# -- a summary per object, for the Airflow plugin ----------------------------------------
-
-
-def summary(snap: Snapshot, warehouse: Path, results: list[tuple[Any, ...]]
-            ) -> list[dict[str, Any]]:
-    """Per object with expectations: its expectations, the batches validated, the rows
-    that failed, the statements or ticks rejected (FAIL), the rows quarantined, and the
-    rows its quarantine table holds now (delta-rs statistics: no Spark)."""
-    out = []
-    for item in snap.items:
-        found = snap.expectations_on(item.id)
-        if not found:
-            continue
-        mine = [r for r in results if r[1] == item.id]  # (ts, object_id, …) rows
-        quarantine = snap.find(ddl.quarantine_name(item.name))
-        held = None
-        if quarantine is not None and quarantine.kind == TABLE:
-            from deltalake import DeltaTable
-
-            adds = pa.table(DeltaTable(str(paths.table(warehouse, quarantine.id)))
-                            .get_add_actions(flatten=True))  # arro3 → pyarrow
-            held = int(pc.sum(adds.column("num_records")).as_py() or 0) if adds.num_rows else 0
-        out.append({"object": item.name, "expectations": len(found),
-                    "batches": len({(r[0], r[3]) for r in mine}),
-                    "failed_rows": sum(int(r[5]) for r in mine),
-                    "rejected": len({(r[0], r[3]) for r in mine if r[7] == ddl.FAIL}),
-                    "quarantined_rows": sum(int(r[5]) for r in mine
-                                            if r[7] == ddl.QUARANTINE),
-                    "in_quarantine": held})
-    return out

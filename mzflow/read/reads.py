@@ -10,7 +10,7 @@ chosen time. The time is the catalog's ``read_ts`` unless the query says
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from mzflow.catalog.model import ROWID, Item, Snapshot
 from mzflow.engine import local
 from mzflow.errors import Error
 from mzflow.plan.query import Plan, plan
+from mzflow.read.sources import ReadSources, Router
 from mzflow.storage import paths
 from mzflow.storage.delta import COUNT, KEY, IndexShard, Shard
 from mzflow.storage.types import spark_ddl
@@ -85,57 +86,36 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
     return out
 
 
-FRESHNESS = {"mz_wallclock_lag_history": "lag_history", "mz_hydration_statuses": "hydration"}
-
-
-def run_local(snap: Snapshot, p: Plan, warehouse: Path | None = None,
-              results: Callable[[], list[tuple[Any, ...]]] | None = None,
-              read_holds: Callable[[], list[tuple[Any, ...]]] | None = None
+def run_local(snap: Snapshot, p: Plan, sources: ReadSources | None = None
               ) -> list[tuple[Any, ...]]:
-    """A catalog query, in process. ``warehouse`` gives the system tables whose rows
-    come from storage (mz_arrangements) their rows; ``results`` and ``read_holds`` the
-    ones the catalog store keeps outside the snapshot."""
+    """A catalog query, in process. ``sources`` give the system tables whose rows live
+    outside the catalog snapshot their rows (without them: the catalog's)."""
     tables: dict[str, tuple[list[str], local.Rows]] = {}
     for table in p.query.find_all(exp.Table):
         sys_table = system.lookup(table.name)
         if sys_table is not None:
-            found = sys_table.rows(snap)
-            if table.name == "mz_arrangements" and warehouse is not None:
-                from mzflow.maintain import arrangements
-                found = arrangements.rows(snap, warehouse)
-            if table.name == "mz_expectation_results" and results is not None:
-                found = results()  # kept by the catalog store, outside the snapshot
-            if table.name == "mz_read_holds" and read_holds is not None:
-                found = read_holds()
-            if table.name == "mz_cluster_replicas" and warehouse is not None:
-                from mzflow.clusters import servers as cluster_servers
-                found = cluster_servers.replica_rows(snap, warehouse.parent)
-            if table.name in FRESHNESS and warehouse is not None:
-                from mzflow.maintain import freshness
-                found = getattr(freshness, FRESHNESS[table.name])(snap, warehouse)
-            if table.name.startswith("mz_projection") and warehouse is not None:
-                from mzflow.projections import runtime as projections
-                found = projections.system_rows(table.name, snap, warehouse)
+            source = sources.rows.get(table.name) if sources is not None else None
+            found = source(snap) if source is not None else sys_table.rows(snap)
             tables[table.name] = ([c.name for c in sys_table.all_columns], found)
     return local.run(p.query, tables, [c.type for c in p.bound.columns])
 
 
 def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
-              projections: bool = True) -> list[tuple[Any, ...]]:
-    """``projections``: answer from a table's projection when one can (routing)."""
+              router: Router | None = None) -> list[tuple[Any, ...]]:
+    """``router``: answer from less than the tables when it can (a projection)."""
     from mzflow.engine import spark
-    from mzflow.projections import runtime as proj
 
     if p.bound.system_tables:
         raise Error("a query cannot read system tables and user tables together yet")
     check_time(snap, (item for _, item, _ in p.tables), at)
-    routing = proj.route_query(snap, warehouse, p.query, at) if (
-        projections and not p.indexes) else None
+    routing = router.route(snap, warehouse, p.query, at) if (
+        router is not None and not p.indexes) else None
     types = [c.type for c in p.bound.columns]
     if routing is not None:
+        assert router is not None
         # Few rows, read already: answered in process when the evaluator can (Spark's
         # fixed cost per query is most of such a read's time), else on Spark.
-        found = proj.answer(routing, types)
+        found = router.answer(routing, types)
         if found is None:
             others = {k: v for k, v in relations(p, warehouse, at, snap).items()
                       if any(t.name == k for t in routing.query.find_all(exp.Table))}

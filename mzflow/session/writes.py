@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +24,11 @@ from sqlglot import exp
 
 from mzflow import config
 from mzflow.catalog import srf
+from mzflow.catalog.hooks import Apply, HookWrite, WriteHook, WriteInfo, begin
 from mzflow.catalog.model import TABLE, Item, Snapshot
-from mzflow.catalog.store import Store, Writer, now_ms
+from mzflow.catalog.store import Store, Writer
 from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
 from mzflow.plan.constants import NotConstant, evaluate_rows
-from mzflow.projections import runtime as projections
-from mzflow.quality import validate as quality
 from mzflow.storage import paths
 from mzflow.storage import rows as rowconv
 from mzflow.storage.delta import ROWID, Shard
@@ -37,7 +37,7 @@ from mzflow.storage.types import parse_type
 log = logging.getLogger("mzflow.write")
 
 IdempotencyKey = tuple[str, int]
-# The rows a write's expectations let through (see quality/validate.py).
+# The rows a write's hooks let through (expectations: quality/validate.py).
 Check = Callable[[Writer, Item, pa.Table], pa.Table]
 # What a write will commit: its row count, the commit (given the time, returns the new
 # version), and the rows when it is an append of them (its projections are computed from
@@ -75,30 +75,31 @@ def targets_of(item: Item) -> list[rowconv.Target]:
 
 
 class TableWrites:
-    """The write paths. ``read`` runs a bound query on Spark and returns Arrow."""
+    """The write paths. ``read`` runs a bound query on Spark and returns Arrow; ``hooks``
+    take part in every write (catalog/hooks.py)."""
 
     def __init__(self, store: Store, warehouse: Path,
-                 read: Callable[[Snapshot, exp.Query, int], pa.Table]):
+                 read: Callable[[Snapshot, exp.Query, int], pa.Table],
+                 hooks: Sequence[WriteHook] = ()):
         self.store = store
         self.warehouse = warehouse
         self.read = read
+        self.hooks = hooks  # the session's, in order: validation, projection upkeep
 
     def _commit(self, name: exp.Table, key: IdempotencyKey | None, status: str,
                 produce: Produce) -> WriteResult:
-        """Shared frame: lock, resolve, idempotency check, produce rows, validate them
-        (expectations), commit."""
+        """Shared frame: lock, resolve, idempotency check, produce rows, let the hooks
+        check them (expectations), commit, then the hooks' upkeep (projections)."""
         verb = status.split()[0]
         statement = verb if key is None else f"{verb} {key[0]}:{key[1]}"
-        box: list[quality.Checked] = []
+        hooks = begin(self.hooks, WriteInfo(self.store, self.warehouse, verb, statement,
+                                            self._rows_for))
 
         def check(w: Writer, item: Item, data: pa.Table) -> pa.Table:
-            checked = quality.validate(w.snapshot, item, data, statement)
-            if checked is None:
-                return data
-            box.append(checked)
-            return checked.kept
+            for hook in hooks:
+                data = hook.check(w, item, data)
+            return data
 
-        prepared: projections.Prepared | None = None
         try:
             with self.store.write() as w:
                 item = _table(w.snapshot, name)
@@ -111,63 +112,31 @@ class TableWrites:
                         return WriteResult(f"{status} 0", 0, None, None, (notice,))
                 _adopt_orphan(w, shard)
                 count, apply, appended = produce(w, item, shard, check)
-                checked = box[0] if box else None
-                bad = checked.quarantined if checked is not None else None
-                if count == 0 and key is None and bad is None:
-                    if checked is not None:  # every row dropped: still a validated batch
-                        w.record_results(*checked.records(now_ms()))
-                    return WriteResult(f"{status} 0", 0, None, None,
-                                       tuple(checked.notices) if checked else ())
+                if count == 0 and key is None and not any(h.holds_rows() for h in hooks):
+                    for hook in hooks:
+                        hook.nothing_written(w)
+                    return WriteResult(f"{status} 0", 0, None, None, _notices(hooks))
                 ts = w.allocate_ts()
-                prepared = (projections.prepare(w.snapshot, self.warehouse, item, appended)
-                            if appended is not None else None)
-                version = self._apply(w, item, ts, count if key is None else 1, apply, bad)
-                if checked is not None:
-                    w.record_results(*checked.records(ts))
+                for hook in hooks:
+                    hook.before_commit(w, item, appended)
+                version = _apply(w, item, ts, count if key is None else 1, apply, hooks)
+                for hook in hooks:
+                    hook.committed(w, ts)
                 w.committed(ts)
-        except quality.ExpectationFailed as failed:
-            # Nothing was written; the results say why, in a transaction of their own.
-            with self.store.write() as again:
-                again.record_results(*failed.checked.records(now_ms()))
+        except BaseException as e:
+            for hook in hooks:
+                hook.failed(e)
             raise
-        except BaseException:
-            # The table's commit, or the catalog's after it, failed: the staged files are
-            # nobody's now (a table commit without its catalog commit is adopted by the
-            # next write, and its parts projected on the fly).
-            if prepared is not None:
-                prepared.discard()
-            raise
-        if version is not None and w.snapshot.projections_on(item.id):
-            # Projections follow their table's commit (Delta has no two-table commit),
-            # once the write is committed and visible, under the write lock again, so
-            # that no other writer of the projection (MATERIALIZE) stores a part twice.
-            # A part whose rows are not stored (a crash in between) is projected on the
-            # fly by its readers.
-            with self.store.write() as again:
-                projections.keep_new_parts(again.snapshot, self.warehouse, item, version,
-                                           verb, prepared)
+        for hook in hooks:
+            hook.after(w.snapshot, item, version)
         log.info("%s %s: %d rows, version %s at %d", status, item.qualified_name, count,
                  version, ts)
-        return WriteResult(f"{status} {count}", count, version, ts,
-                           tuple(checked.notices) if checked else ())
+        return WriteResult(f"{status} {count}", count, version, ts, _notices(hooks))
 
-    def _apply(self, w: Writer, item: Item, ts: int, count: int,
-               apply: Callable[[int], int], bad: pa.Table | None) -> int | None:
-        """Commit the table's rows and any quarantined ones (see quality/validate.py for
-        why the quarantined rows are staged first). Returns the table's new version."""
-        if bad is None:
-            return apply(ts)
-        quarantine = quality.quarantine_of(w.snapshot, item)
-        qshard = shard_of(self.warehouse, quarantine)
-        first = _fresh_rowids(w, qshard, bad.num_rows)
-        rows = quality.quarantine_rows(bad, quarantine, ts, first)
-        if count == 0:  # nothing for the table: one commit, atomic by itself
-            qshard.append(rows, ts, (f"quarantine-{item.id}", ts))
-            return None
-        staged = quality.stage(self.warehouse, item, quarantine, rows, ts)
-        version = apply(ts)
-        quality.commit(staged)
-        return version
+    def _rows_for(self, w: Writer, item: Item, rows: pa.Table) -> pa.Table:
+        """``rows`` as ``item`` stores them: its types, fresh row ids (a quarantine's)."""
+        return _with_rowids(w, shard_of(self.warehouse, item),
+                            rowconv.conform(rows, targets_of(item)))
 
     def append(self, name: exp.Table, rows: pa.Table, key: IdempotencyKey) -> WriteResult:
         """Append ``rows`` (the table's columns, its types) once: what a tick quarantines."""
@@ -296,6 +265,22 @@ class TableWrites:
             return _appending(w, shard, data, key)
 
         return self._commit(stmt.this, key, "COPY", produce)
+
+
+def _apply(w: Writer, item: Item, ts: int, count: int, apply: Apply,
+           hooks: list[HookWrite]) -> int | None:
+    """The table's commit, each hook's around it (the first hook outermost). Returns
+    the table's new version."""
+    def through(i: int, at: int) -> int | None:
+        if i == len(hooks):
+            return apply(at)
+        return hooks[i].commit(w, item, at, count, partial(through, i + 1))
+
+    return through(0, ts)
+
+
+def _notices(hooks: list[HookWrite]) -> tuple[str, ...]:
+    return tuple(n for hook in hooks for n in hook.notices())
 
 
 def _appending(w: Writer, shard: Shard, data: pa.Table, key: IdempotencyKey | None

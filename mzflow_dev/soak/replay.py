@@ -162,7 +162,7 @@ def _run(conn: Any, op: Op, i: int, workdir: Path, log: Any,
             at = next((ts for key, ts in reversed(times) if key <= op["as_of"]),
                       times[0][1] if times else 0)
             sql = f"{sql} AS OF {at}"
-        from mzflow.projections import runtime as projections
+        from mzflow.projections import route as projections
 
         routed = projections.ROUTED[0]
         res = conn.execute(sql)

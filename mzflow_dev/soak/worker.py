@@ -264,7 +264,7 @@ def projection_read(conn: Any, j: Any, r: random.Random, sql: str, spark: bool =
     journaled with its time and whether mzflow answered it from a projection. Without
     ``spark`` (the DDL worker, whose process has no JVM and is killed often) only a
     read that EXPLAIN says is answered in process runs."""
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import route as projections
 
     before = conn.store.snapshot().read_ts
     at = None

@@ -1,26 +1,28 @@
 """ALTER TABLE … ADD / DROP CONSTRAINT … EXPECT, and the expectations of CREATE TABLE.
 
 Whether an expectation can be checked (its columns, its type, its Great Expectations
-type and arguments) is run time's knowledge: the caller passes ``check``, which raises
-the definition's error. A QUARANTINE expectation creates the table's quarantine table,
-``<table>_quarantine``, in the same transaction: a plain table (queryable, writable, so
-that fixed rows can be replayed and removed) with the table's columns and three more.
+type and arguments) is the quality wing's knowledge: its write hook (catalog/hooks.py)
+checks a definition, raising the definition's error. A QUARANTINE expectation creates
+the table's quarantine table, ``<table>_quarantine``, in the same transaction: a plain
+table (queryable, writable, so that fixed rows can be replayed and removed) with the
+table's columns and three more.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sqlglot import exp
 
 from mzflow.catalog import normalize
 from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, table_named
+from mzflow.catalog.hooks import WriteHook, check_of
 from mzflow.catalog.model import TABLE, Column, Expectation, Item, Snapshot
 from mzflow.catalog.store import Store, Writer
-from mzflow.errors import DuplicateObject, InvalidOption, UnknownObject
+from mzflow.errors import DuplicateObject, InvalidOption, UnknownObject, Unsupported
 from mzflow.sql import ast
 
 Check = Callable[[Snapshot, Item, Expectation], None]
@@ -152,8 +154,11 @@ def of_create(w: Writer, stmt: ast.CreateTable, table: Item, ts: int, check: Che
             snap = insert(w, snap, table, node, ts, check, create_shard)
 
 
-def alter(store: Store, stmt: ast.AlterExpectation, check: Check,
+def alter(store: Store, stmt: ast.AlterExpectation, hooks: Sequence[WriteHook],
           create_shard: CreateShard) -> Notices:
+    check = check_of(hooks, Expectation)
+    if check is None:
+        raise Unsupported("expectations are not supported here")
     with store.write() as w:
         table = table_of(w.snapshot, stmt.this)
         if stmt.args["action"] == "SUITE":

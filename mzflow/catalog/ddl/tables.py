@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
 from mzflow.catalog import normalize
 from mzflow.catalog.bind import type_name
 from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, retention
-from mzflow.catalog.model import PARTITION_KEY_PREFIX, ROWID, TABLE, Column, Item
+from mzflow.catalog.hooks import WriteHook, check_of
+from mzflow.catalog.model import (
+    PARTITION_KEY_PREFIX,
+    ROWID,
+    TABLE,
+    Column,
+    Expectation,
+    Item,
+    Projection,
+)
 from mzflow.catalog.store import Store
 from mzflow.errors import (
     DuplicateObject,
@@ -21,7 +30,6 @@ from mzflow.errors import (
 from mzflow.sql import ast
 
 CreateShard = Callable[[Item, int], None]
-CheckProjection = Callable[..., None]
 AddToShard = Callable[[Item, Column, int], None]
 
 
@@ -74,10 +82,12 @@ def _column_def(col: exp.ColumnDef, table: str) -> Column:
 
 
 def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
-                 check_projection: CheckProjection | None = None,
-                 check_expectation: CheckProjection | None = None) -> Notices:
+                 hooks: Sequence[WriteHook] = ()) -> Notices:
     """Record the table (and its projections) and create its shard in one transaction;
-    the shard gets the CREATE's timestamp as its version 0."""
+    the shard gets the CREATE's timestamp as its version 0. ``hooks`` check the
+    projections and expectations it defines (none: they are refused)."""
+    check_projection = check_of(hooks, Projection)
+    check_expectation = check_of(hooks, Expectation)
     schema = stmt.this
     name = schema.this.name
     columns = tuple(_column_def(c, name) for c in schema.expressions

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
@@ -13,17 +13,18 @@ from mzflow.catalog.ddl.core import Notices, active_cluster, check_new_name, new
 from mzflow.catalog.ddl.drops import drop_items
 from mzflow.catalog.ddl.indexes import insert_index
 from mzflow.catalog.determinism import check_deterministic
-from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Column, Item
+from mzflow.catalog.hooks import WriteHook, check_of
+from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Column, Expectation, Item
 from mzflow.catalog.store import Store
 from mzflow.errors import DuplicateObject, InvalidDefinition, InvalidOption, Unsupported
 from mzflow.sql import ast
 
-Check = Callable[..., None]
-
 
 def create_view(store: Store, stmt: ast.CreateView, session_cluster: str,
-                check_expectation: Check | None = None,
+                hooks: Sequence[WriteHook] = (),
                 create_shard: Callable[[Item, int], None] | None = None) -> Notices:
+    """``hooks`` check the expectations it defines (none: they are refused)."""
+    check_expectation = check_of(hooks, Expectation)
     name = stmt.this.name
     materialized = bool(stmt.args.get("materialized"))
     options = stmt.args.get("options") or []

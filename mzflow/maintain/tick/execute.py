@@ -78,7 +78,7 @@ def recompute(t: IndexTarget, query: reads.Plan, warehouse: Path, at: int, n: Co
     ``snap``, a SELECT of the definition that a table's projection answers reads the
     projection (unless ALTER SYSTEM SET optimize_use_projections = false)."""
     from mzflow.engine import diffs, spark
-    from mzflow.projections import runtime as projections
+    from mzflow.projections import route as projections
 
     relations = reads.relations(query, warehouse, at)
     statement = query.query
