@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
+from mzflow import caches
 from mzflow.catalog.model import ROWID, Item
 from mzflow.projections import shape as shapes
 from mzflow.projections.shape import AGGREGATE, Shape
@@ -161,7 +162,8 @@ def aggregate_rows(table: Item, s: Shape, files: list[str],
 
 _ArrowPlan = tuple[dict[str, str], list[exp.Expr], list[exp.Expr], list[exp.Expr | None],
                    list[str]]
-_ARROW_PLANS: dict[tuple[str, str, tuple[Any, ...]], _ArrowPlan | None] = {}
+# None: the Arrow path cannot evaluate this projection (Spark does): also remembered.
+_ARROW_PLANS = caches.lru("projections.arrow_plans", 256)
 
 
 def _arrow_plan(table: Item, s: Shape) -> _ArrowPlan | None:
@@ -189,8 +191,6 @@ def _arrow_plan(table: Item, s: Shape) -> _ArrowPlan | None:
         plan = (types, where, key_exprs, args, needed)
     except Error:
         plan = None
-    if len(_ARROW_PLANS) > 256:
-        _ARROW_PLANS.clear()
     _ARROW_PLANS[key] = plan
     return plan
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from mzflow import caches
 from mzflow.catalog.bind import pin_key, pinned
 from mzflow.catalog.determinism import check_deterministic
 from mzflow.catalog.exprtypes import OPERANDS, sqlglot_scale
@@ -172,7 +173,7 @@ def shape(snap: Snapshot, table: Item, projection: Projection) -> Shape:
                  tuple(partials), tuple(avgs), (), ())
 
 
-_SHAPES: dict[tuple[str, str, tuple[Any, ...]], Shape] = {}
+_SHAPES = caches.lru("projections.shapes", 256)
 
 
 def shape_of(snap: Snapshot, table: Item, projection: Projection) -> Shape:
@@ -180,8 +181,6 @@ def shape_of(snap: Snapshot, table: Item, projection: Projection) -> Shape:
     key = (projection.id, projection.query, table.columns)
     hit = _SHAPES.get(key)
     if hit is None:
-        if len(_SHAPES) > 256:
-            _SHAPES.clear()
         hit = _SHAPES[key] = shape(snap, table, projection)
     return hit
 

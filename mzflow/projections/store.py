@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from mzflow import caches
 from mzflow.catalog.model import Projection
 from mzflow.storage import paths
 from mzflow.storage.delta import TABLE_CONFIG, _log, writes
@@ -35,8 +36,8 @@ STAGING = "_mz_staging"
 STAGED_MAX_AGE_S = 3600.0  # an older staged file's writer died: compaction deletes it
 
 
-_OPEN: dict[str, Any] = {}
-_PARTS: dict[tuple[str, int], dict[str, list[str]]] = {}
+_OPEN = caches.lru("projections.open_tables", 1024)  # path → delta-rs DeltaTable
+_PARTS = caches.lru("projections.parts", 256)  # (path, version) → part → its files
 
 
 def part_name(uri: str) -> str:
@@ -106,8 +107,6 @@ class ProjectionShard:
                                   actions.column(f"partition.{PART}").to_pylist(),
                                   strict=True):
                 out.setdefault(part, []).append(str(self.path / _unquote(path)))
-        if len(_PARTS) > 256:
-            _PARTS.clear()
         _PARTS[key] = out
         return {p: list(f) for p, f in out.items()}
 

@@ -26,7 +26,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -153,7 +153,7 @@ class Checked:
                 if self.results else [])
 
 
-@cache
+@lru_cache(maxsize=1)  # one ephemeral Great Expectations context per process
 def _context() -> Any:
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
