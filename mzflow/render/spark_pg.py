@@ -274,6 +274,8 @@ def _pad(node: exp.Pad) -> exp.Expr:
     # With nothing to pad with, PostgreSQL only cuts the text: no length check.
     long = _too_long(n) if fill is None else exp.and_(
         _too_long(n), op(exp.NEQ, this=fill, expression=lit("")))
+    # lpad is strict: a NULL text is NULL, whatever the length asked for.
+    long = exp.and_(exp.Not(this=exp.Is(this=node.this.copy(), expression=exp.null())), long)
     return case((long, fail("54000", "requested length too large")), default=node.copy())
 
 
