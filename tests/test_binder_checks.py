@@ -92,6 +92,13 @@ REFUSED = [
     "SELECT a FROM t GROUP BY 2",
     "SELECT DISTINCT ON (a) b FROM t ORDER BY b, a",
     "SELECT DISTINCT ON (a) b FROM t ORDER BY 1",
+    # Conditions of another type: Spark's words once, EXPECT's in process.
+    "SELECT 1 WHERE 1",
+    "SELECT a FROM t WHERE a",
+    "SELECT a FROM t WHERE (a + 1)",
+    "SELECT a FROM t GROUP BY a HAVING sum(b)",
+    "SELECT * FROM t JOIN s ON y",
+    "SELECT count(*) FILTER (WHERE x) FROM s",
 ]
 
 ACCEPTED = [
@@ -125,6 +132,10 @@ ACCEPTED = [
     "SELECT * FROM t WHERE EXISTS (SELECT a, b FROM t)",
     "SELECT (a, b) IN (SELECT a, b FROM t) FROM t",
     "SELECT * FROM t ORDER BY 2",
+    "SELECT a FROM t WHERE NULL",
+    "SELECT a FROM t WHERE 'true'",
+    "SELECT a FROM t WHERE (a > 1) AND (b < 9)",
+    "SELECT count(*) FILTER (WHERE x IS NULL) FROM s",
 ]
 
 

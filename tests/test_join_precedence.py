@@ -49,6 +49,10 @@ QUERIES = {
     "qualified_stars": "SELECT c.*, a.* FROM a, b FULL JOIN c ON y = z",
     "filtered": "SELECT * FROM a, b FULL JOIN c ON y = z WHERE z IS NOT NULL AND x > 1",
     "derived_item": "SELECT * FROM (SELECT 1 AS k) AS s, t1 FULL JOIN t2 USING (f1)",
+    # A derived table with a join inside is a subquery, not a parenthesized join (TPC-H
+    # Q13's shape was once refused as "an alias on a parenthesized join").
+    "aliased_derived_join": "SELECT n, count(*) AS m FROM (SELECT x, count(z) AS n FROM a "
+                            "LEFT JOIN c ON x = z GROUP BY x) AS s GROUP BY n",
     "using_then_on": "SELECT * FROM t1 JOIN t2 USING (f1) JOIN c ON f1 = z - 1",
     # PostgreSQL's errors: f1 is t3's too; a, b and c have no f1.
     "ambiguous_after_using": "SELECT f1 FROM t1 JOIN t2 USING (f1) JOIN t1 AS t3 ON true",
@@ -61,6 +65,7 @@ MAINTAINED = {
     "full_using_names": QUERIES["full_using_names"],
     "grouped_using": QUERIES["grouped_using"],
     "group_right_of_outer": QUERIES["group_right_of_outer"],
+    "aliased_derived_join": QUERIES["aliased_derived_join"],
     "comma_using": "SELECT t2.f1 AS a, x.f1 AS b, t1.f1 AS c, x.f2 AS d FROM t2, "
                    "t2 AS x JOIN t1 USING (f2) WHERE t2.f2 = 10 OR t2.f2 IS NULL",
     "three_items": "SELECT x, y, z, f1, t1.f2 AS p, t2.f2 AS q FROM a, b LEFT JOIN c ON "

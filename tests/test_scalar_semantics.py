@@ -43,6 +43,12 @@ CASES: list[tuple[str, str, str, str | None]] = [
     ("substr_of_nulls", "substr('bar', NULL, NULL)", "substr(s, ni, ni)", None),
     ("substr_negative_length", "substr('x', 30, -2)", "substr(x, i30, im2)", None),
     ("substr_before_the_start", "substr('bar', -1, 3)", "substr(s, -1, 3)", None),
+    # Found by the differential test: right() past the text's length kept only part of it.
+    ("right_past_the_length", "right('bar', 5) || left('bar', 5)", "right(s, 5) || left(s, 5)",
+     None),
+    # Found by the differential test: a NULL text was refused for the length asked.
+    ("pad_of_null_past_the_limit", "lpad(NULL::text, 300000000, 'x')",
+     "lpad(ni::text, 300000000, s)", None),
     ("bytea_to_text", "'hello'::bytea::text", "hello::bytea::text", None),
     ("date_plus_interval", "DATE '2000-01-01' + INTERVAL '1' YEAR", "d + INTERVAL '1' YEAR",
      None),
@@ -168,3 +174,24 @@ def test_numeric_sum_past_38_digits_is_an_error_never_null(pg: Any,
     outcomes.append(on_spark(mz, "SELECT g, sum(n) FROM big GROUP BY g")[0])
     for got in outcomes:
         assert got.code is not None and "numeric field overflow" in got.message, got
+
+
+@pytest.mark.parametrize("value", ["'NaN'", "'Infinity'", "'-Infinity'", "1.25"])
+@pytest.mark.parametrize("target", ["numeric", "numeric(10,1)"])
+def test_a_double_cast_to_numeric_is_postgresqls_or_refused(
+        pg: Any, mz: mzflow.Connection, value: str, target: str) -> None:
+    """PostgreSQL's numeric holds NaN and ±Infinity (unconstrained); a Delta decimal
+    cannot, and Spark's cast made them NULL (found by the differential test). Each is
+    PostgreSQL's answer, its error, or refused by name (0A000), never NULL."""
+    ddl = "CREATE TABLE dbl (d double precision)"
+    for conn in (pg, mz):
+        conn.execute("DROP TABLE IF EXISTS dbl")
+        conn.execute(ddl)
+        conn.execute(f"INSERT INTO dbl VALUES ({value})")
+    [want] = pg_outcomes(pg, f"SELECT d::{target} FROM dbl")
+    [spark] = on_spark(mz, f"SELECT d::{target} FROM dbl")
+    report = describe(f"{value}::{target}", [("postgres", want), ("spark", spark)])
+    if want.code is None and not want.value.is_finite():
+        assert spark.code == "0A000", report
+    else:
+        assert agree(spark, want), report

@@ -30,6 +30,7 @@ from mzflow.catalog.model import (
 from mzflow.errors import (
     Error,
     InvalidDefinition,
+    TypeMismatch,
     UnknownColumn,
     UnknownObject,
     UnknownRelation,
@@ -345,6 +346,7 @@ def _output_types(query: exp.Query, base_types: dict[tuple[str, str], str]) -> l
             # need their types too: the renderer reads them.
             for node in q.find_all(exp.Div, exp.Avg, exp.Mod):
                 typer.infer(node)
+            _conditions_are_boolean(q, typer)
         else:
             assert isinstance(q, exp.SetOperation)
             left, right = done.get(id(_unwrap(q.left)), []), done.get(id(_unwrap(q.right)), [])
@@ -361,6 +363,31 @@ def _output_types(query: exp.Query, base_types: dict[tuple[str, str], str]) -> l
                 column_types[(holder.alias, name)] = t
     types = done.get(id(query), [])
     return types + [exprtypes.UNKNOWN] * (len(query.selects) - len(types))
+
+
+# Shapes that are boolean whatever their operands: not typed again.
+_BOOLEAN = (exp.Predicate, exp.Connector, exp.Not, exp.Boolean, exp.Null)
+
+
+def _conditions_are_boolean(select: exp.Select, typer: exprtypes.Typer) -> None:
+    """PostgreSQL's 42804 for a condition of another type (``WHERE 1``), before Spark
+    or the in-process evaluator says it in their own words."""
+    conditions = [("WHERE", select.args.get("where")), ("HAVING", select.args.get("having"))]
+    conditions += [("JOIN/ON", j.args.get("on")) for j in select.args.get("joins") or []]
+    conditions += [("FILTER", f.expression) for f in select.find_all(exp.Filter)
+                   if f.parent_select is select]
+    for clause, node in conditions:
+        cond = node.this if isinstance(node, exp.Where | exp.Having) else node
+        cond = cond.unnest() if cond is not None else None
+        if cond is None or isinstance(cond, _BOOLEAN):
+            continue
+        try:
+            t = typer.infer(cond)
+        except Error:  # a function the typer refuses: the renderer decides, as before
+            continue
+        if exprtypes.base(t) not in ("boolean", exprtypes.UNKNOWN):
+            raise TypeMismatch(f"argument of {clause} must be type boolean, not type "
+                               f"{exprtypes.display_name(t)}")
 
 
 def _unwrap(node: exp.Expr) -> exp.Expr:

@@ -37,8 +37,10 @@ class AmbiguousColumn(UnknownColumn):
 
 def is_group(rel: exp.Expr | None) -> bool:
     """A parenthesized join: ``(b FULL JOIN c ON …)``."""
-    return isinstance(rel, exp.Subquery) and isinstance(rel.this, exp.Expr) and (
-        bool(rel.this.args.get("joins")) or is_group(rel.this))
+    # A subquery's SELECT carries ``joins`` too; a group's first relation is a table.
+    return isinstance(rel, exp.Subquery) and isinstance(rel.this, exp.Expr) and not \
+        isinstance(rel.this, exp.Query) and (
+            bool(rel.this.args.get("joins")) or is_group(rel.this))
 
 
 def parts(group: exp.Expr) -> tuple[exp.Expr, list[exp.Join]]:

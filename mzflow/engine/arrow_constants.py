@@ -76,7 +76,7 @@ def _fold(select: exp.Select, tables: MutableMapping[str, tuple[Sequence[str], l
     where = select.args.get("where")
     keep = True
     if where is not None:
-        keep = arrow_expr.evaluate(where.this, _ONE_ROW).to_pylist()[0] is True
+        keep = arrow_expr.evaluate(where.this, _ONE_ROW, clause="WHERE").to_pylist()[0] is True
     values = [value(e.unalias()) for e in select.expressions]
     if types:
         if len(types) != len(values):

@@ -65,14 +65,15 @@ def check(expr: exp.Expr, types: Mapping[str, str], *, boolean: bool = True) -> 
              .empty_table(), boolean=boolean)
 
 
-def evaluate(expr: exp.Expr, table: pa.Table, *, boolean: bool = True
-             ) -> pa.ChunkedArray | pa.Array:
+def evaluate(expr: exp.Expr, table: pa.Table, *, boolean: bool = True,
+             clause: str = "EXPECT") -> pa.ChunkedArray | pa.Array:
     """The expression's value per row: a boolean array (any type when ``boolean`` is
-    False), NULL where SQL gives NULL."""
+    False), NULL where SQL gives NULL. ``clause``: the boolean's clause, as a
+    non-boolean's error names it (PostgreSQL: argument of WHERE must be type boolean)."""
     try:
         v = _eval(expr, table)
         if boolean:
-            v = _bool(v, "EXPECT")
+            v = _bool(v, clause)
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:  # no kernel for the types
         raise Unsupported(f"EXPECT cannot evaluate {expr.sql(dialect=DIALECT)} yet ({e})",
                           ) from None

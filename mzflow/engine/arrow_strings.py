@@ -34,7 +34,7 @@ def _left(s: str, n: int) -> str:
 
 def _right(s: str, n: int) -> str:
     if n >= 0:
-        return s[len(s) - n:] if n else ""
+        return s[max(len(s) - n, 0):]  # past the text's length: all of it
     if n == -2**31:  # PostgreSQL negates it, overflows, and keeps the whole text
         return s
     return s[-n:]

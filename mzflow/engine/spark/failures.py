@@ -68,6 +68,9 @@ def in_process_memory(cluster: str) -> Memory:
 # ("An error occurred while calling o19543.getResult").
 _OOM_TEXT = re.compile(r"OutOfMemoryError|Java heap space|GC overhead limit exceeded")
 OOM_EXIT_CODE = 52
+# The JVM's own heap ran out (it will exit), unlike Spark's SparkOutOfMemoryError for a
+# broadcast or a task's memory grant, after which the JVM goes on.
+_HEAP_GONE = re.compile(r"java\.lang\.OutOfMemoryError|Java heap space|GC overhead limit")
 
 
 def out_of_memory(how: str = "") -> OutOfMemory:
@@ -117,7 +120,13 @@ def _jvm_exit(e: Exception, oom: bool) -> int | None:
     try:
         code = proc.wait(5.0 if dying else 0.0)
     except Exception:  # still running (TimeoutExpired)
-        return None
+        if not (oom and _HEAP_GONE.search(str(e))):
+            return None
+        # Out of memory, the JVM exits (52) after its shutdown hooks, which took longer
+        # than the wait on a loaded CI machine: the next statement then found it alive,
+        # and its first call was refused. A JVM that ran out is not trusted again.
+        proc.kill()
+        code = proc.wait(30)
     runtime.forget(spark)
     return int(code)
 

@@ -28,6 +28,7 @@ from mzflow.engine.spark.pg_base import (
     TEXTS,
     case,
     cast,
+    double,
     fail,
     fn,
     is_,
@@ -132,6 +133,25 @@ def _dpipe(node: exp.DPipe) -> exp.Expr:
 
 
 def _cast_node(node: exp.Cast) -> exp.Expr:
+    to, src = node.to, operand(node, 0)
+    if to.is_type(exp.DType.DECIMAL) and is_(src, *FLOATS):
+        return _float_to_numeric(node)
+    return _cast_other(node)
+
+
+def _float_to_numeric(node: exp.Cast) -> exp.Expr:
+    """PostgreSQL's numeric holds NaN and (unconstrained) ±Infinity; a Delta decimal
+    cannot, and Spark's cast gives NULL for them: refused by name (a constrained numeric
+    cannot hold infinity in PostgreSQL either: 22003)."""
+    x = node.this
+    infinite = exp.In(this=x.copy(), expressions=[double("Infinity"), double("-Infinity")])
+    return case((fn("ISNAN", x), fail("0A000", "numeric NaN is not supported yet")),
+                (infinite, fail("22003", "numeric field overflow") if node.to.expressions
+                 else fail("0A000", "numeric Infinity is not supported yet")),
+                default=_cast_other(node))
+
+
+def _cast_other(node: exp.Cast) -> exp.Expr:
     to, src = node.to, operand(node, 0)
     if to.is_type(exp.DType.DECIMAL) and not to.expressions:
         # Spark's bare DECIMAL is decimal(10,0); an unconstrained numeric keeps digits.
@@ -254,6 +274,8 @@ def _pad(node: exp.Pad) -> exp.Expr:
     # With nothing to pad with, PostgreSQL only cuts the text: no length check.
     long = _too_long(n) if fill is None else exp.and_(
         _too_long(n), op(exp.NEQ, this=fill, expression=lit("")))
+    # lpad is strict: a NULL text is NULL, whatever the length asked for.
+    long = exp.and_(exp.Not(this=exp.Is(this=node.this.copy(), expression=exp.null())), long)
     return case((long, fail("54000", "requested length too large")), default=node.copy())
 
 
