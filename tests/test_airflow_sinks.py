@@ -239,7 +239,7 @@ def test_airflow_dags_command_lists_sinks(home: Path, capsys: pytest.CaptureFixt
 
 @pytest.mark.slow
 def test_parsing_sink_dags_never_loads_spark_or_delta(home: Path) -> None:
-    # (mzflow.runtime itself is imported: ``import mzflow`` loads the session, which
+    # (mzflow.session itself is imported: ``import mzflow`` loads the session, which
     # imports no engine; the export task's own imports stay in the callable.)
     assert parse_dag_file(LOADER, home) == (
         "['mzflow_etl', 'mzflow_sink_berlin', 'mzflow_sink_plain']", "[]")

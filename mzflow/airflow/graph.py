@@ -91,7 +91,7 @@ class SinkDag:
     """One sink's DAG: its intervals are the sink's (``catalog/schedules.py``), the first
     one the interval holding the sink's creation time."""
 
-    sink: str  # unqualified: what ``runtime.sinks.run`` takes
+    sink: str  # unqualified: what ``sinks.export.run`` takes
     dag_id: str
     cluster: str
     pool: str

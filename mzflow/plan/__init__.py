@@ -1,2 +1,2 @@
-"""plan/: bound queries → plans. Today: view inlining. The relational IR,
-its optimizer and EXPLAIN arrive with the incremental-maintenance issue."""
+"""plan/: bound queries → plans: views inlined, constants folded, and the relational IR
+(``ir.py``) a maintained view is lowered to (``lower.py``). See README.md."""
