@@ -102,10 +102,29 @@ _BROKEN = re.compile(r"Could not initialize class ([\w.$]+)|ExceptionInInitializ
                      r"UnsatisfiedLinkError")
 
 
-def _jvm_exit(e: Exception, oom: bool) -> int | None:
+def text_of(e: BaseException) -> str:
+    """``str(e)``, which for a py4j error asks the JVM, and fails once the JVM is gone
+    (found by CI: "An error occurred while calling None.None" escaped)."""
+    try:
+        return str(e)
+    except Exception:  # noqa: BLE001 - a dead JVM cannot describe its exception
+        return f"{type(e).__name__} (its JVM is gone)"
+
+
+def _answers(spark: Any) -> bool:
+    """Whether the in-process JVM still answers a call."""
+    try:
+        spark.sparkContext._jvm.java.lang.System.currentTimeMillis()
+        return True
+    except Exception:  # noqa: BLE001 - refused, reset, closed: it does not
+        return False
+
+
+def _jvm_exit(e: Exception, oom: bool, text: str | None = None) -> int | None:
     """The in-process JVM's exit code if ``e`` came from its death, else None. A dead JVM
     is forgotten, so the next session() starts a new one: a long-lived process (the
     shell, a SUBSCRIBE) survives it."""
+    text = text_of(e) if text is None else text
     runtime = process()
     spark = runtime.in_process()
     if spark is None:
@@ -115,16 +134,17 @@ def _jvm_exit(e: Exception, oom: bool) -> int | None:
         return None
     # The failed call may return while the JVM is still exiting: wait a little only
     # for the failures a dying JVM gives, not for every SQL error.
-    dying = (oom or _DYING.search(str(e)) is not None
+    dying = (oom or _DYING.search(text) is not None
              or isinstance(e, ConnectionError) or type(e).__name__ == "Py4JNetworkError")
     try:
         code = proc.wait(5.0 if dying else 0.0)
     except Exception:  # still running (TimeoutExpired)
-        if not (oom and _HEAP_GONE.search(str(e))):
-            return None
         # Out of memory, the JVM exits (52) after its shutdown hooks, which took longer
         # than the wait on a loaded CI machine: the next statement then found it alive,
-        # and its first call was refused. A JVM that ran out is not trusted again.
+        # and its first call was refused. One that ran out and no longer answers is
+        # killed; one that still answers (Spark survived, or the error was not its) stays.
+        if not (oom and _HEAP_GONE.search(text)) or _answers(spark):
+            return None
         proc.kill()
         code = proc.wait(30)
     runtime.forget(spark)
@@ -159,9 +179,9 @@ def translate_error(e: Exception) -> Error:
     """Spark's exception → an mzflow error that reads like Materialize's."""
     if isinstance(e, Error):  # refused while rendering the query, before Spark saw it
         return e
-    text = str(e)
+    text = text_of(e)
     oom = _OOM_TEXT.search(text) is not None
-    exit_code = _jvm_exit(e, oom)
+    exit_code = _jvm_exit(e, oom, text)
     if exit_code == OOM_EXIT_CODE or (oom and exit_code is not None):
         return out_of_memory(" (the JVM stopped; the next statement starts a new one)")
     if oom:
