@@ -131,11 +131,12 @@ def out_of_memory_then_restarted(home: Path) -> None:
     with mzflow.connect(str(home)) as conn:
         conn.execute("CREATE TABLE big (s text)")
         conn.execute("INSERT INTO big VALUES ('abcdefghij')")
-        # A 1 GB string on the xsmall size's 1 GB heap: Spark stops the server's JVM.
-        # (Past 1 GB, repeat is PostgreSQL's 54000 "requested length too large", before
-        # Spark builds anything.)
+        # A string of 1,073,741,810 bytes, more than the xsmall size's whole 1 GiB heap:
+        # Spark stops the server's JVM. (A 10^9-byte one sometimes fit an empty heap, and
+        # past 1,073,741,819 bytes repeat is PostgreSQL's 54000 "requested length too
+        # large", before Spark builds anything.)
         conn.execute("CREATE MATERIALIZED VIEW huge IN CLUSTER etl AS "
-                     "SELECT length(repeat(s, 100000000)) AS n FROM big")
+                     "SELECT length(repeat(s, 107374181)) AS n FROM big")
     failed = mzflow_cli("tick", "--cluster", "etl", check=False)
     assert failed.returncode != 0
     assert ('cluster "etl" ran out of memory: Spark\'s driver heap (1g, from SIZE '
