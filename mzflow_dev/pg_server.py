@@ -16,7 +16,10 @@ import socket
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -137,3 +140,23 @@ def _ensure_system_user(name: str) -> None:
     except KeyError:
         subprocess.run(["useradd", "--system", "--user-group", "--no-create-home",
                         "--shell", "/usr/sbin/nologin", name], check=True)
+
+
+@contextmanager
+def cursor(url: str, *setup: str) -> Iterator[Any]:
+    """An autocommit psycopg2 cursor on the database at the SQLAlchemy ``url`` (the
+    ``pg_url`` fixture's), after running the ``setup`` statements; closed afterwards."""
+    import psycopg2
+    from sqlalchemy.engine import make_url
+
+    u = make_url(url)
+    connection = psycopg2.connect(host=u.host, port=u.port, user=u.username,
+                                  dbname=u.database)
+    connection.autocommit = True
+    try:
+        cur = connection.cursor()
+        for sql in setup:
+            cur.execute(sql)
+        yield cur
+    finally:
+        connection.close()

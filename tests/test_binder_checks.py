@@ -15,6 +15,7 @@ import pytest
 import mzflow
 from mzflow.read import reads
 from mzflow.sql.parse import parse_query
+from mzflow_dev import pg_server
 
 psycopg2 = pytest.importorskip("psycopg2")
 sa = pytest.importorskip("sqlalchemy")
@@ -141,20 +142,10 @@ ACCEPTED = [
 
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    cur = connection.cursor()
-    cur.execute("DROP SCHEMA IF EXISTS binder_checks CASCADE")
-    cur.execute("CREATE SCHEMA binder_checks")
-    cur.execute("SET search_path TO binder_checks")
-    for sql in SCHEMA + ROWS:
-        cur.execute(sql)
-    try:
+    with pg_server.cursor(pg_url, "DROP SCHEMA IF EXISTS binder_checks CASCADE",
+                          "CREATE SCHEMA binder_checks", "SET search_path TO binder_checks",
+                          *SCHEMA, *ROWS) as cur:
         yield cur
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")

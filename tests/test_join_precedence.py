@@ -20,6 +20,7 @@ import pytest
 
 import mzflow
 from mzflow.sql.parse import parse
+from mzflow_dev import pg_server
 
 SCHEMA = ["CREATE TABLE a (x int)", "CREATE TABLE b (y int)", "CREATE TABLE c (z int)",
           "CREATE TABLE t1 (f1 int, f2 int)", "CREATE TABLE t2 (f1 int, f2 int)"]
@@ -128,28 +129,12 @@ def test_a_view_over_a_comma_and_outer_join_keeps_the_join(conn: mzflow.Connecti
 
 # -- against PostgreSQL --------------------------------------------------------------------
 
-def _pg(pg_url: str) -> Any:
-    psycopg2 = pytest.importorskip("psycopg2")
-    sa = pytest.importorskip("sqlalchemy")
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    return connection
-
-
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    connection = _pg(pg_url)
-    cur = connection.cursor()
-    for name in ("a", "b", "c", "t1", "t2"):
-        cur.execute(f"DROP TABLE IF EXISTS {name}")
-    for sql in SCHEMA + ROWS:
-        cur.execute(sql)
-    try:
+    pytest.importorskip("psycopg2")
+    drops = [f"DROP TABLE IF EXISTS {name}" for name in ("a", "b", "c", "t1", "t2")]
+    with pg_server.cursor(pg_url, *drops, *SCHEMA, *ROWS) as cur:
         yield cur
-    finally:
-        connection.close()
 
 
 def pg_rows(cur: Any, sql: str) -> tuple[Any, ...]:

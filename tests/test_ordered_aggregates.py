@@ -14,6 +14,7 @@ import pytest
 
 import mzflow
 from mzflow.values import pg_text
+from mzflow_dev import pg_server
 
 psycopg2 = pytest.importorskip("psycopg2")
 sa = pytest.importorskip("sqlalchemy")
@@ -63,21 +64,11 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    cur = connection.cursor()
-    cur.execute("DROP SCHEMA IF EXISTS ordered_aggregates CASCADE")
-    cur.execute("CREATE SCHEMA ordered_aggregates")
-    cur.execute("SET search_path TO ordered_aggregates")
-    cur.execute("SET TimeZone TO 'UTC'")
-    cur.execute(SCHEMA)
-    cur.execute(ROWS)
-    try:
+    with pg_server.cursor(pg_url, "DROP SCHEMA IF EXISTS ordered_aggregates CASCADE",
+                          "CREATE SCHEMA ordered_aggregates",
+                          "SET search_path TO ordered_aggregates", "SET TimeZone TO 'UTC'",
+                          SCHEMA, ROWS) as cur:
         yield cur
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,7 @@ from hypothesis import strategies as st
 from scalar_oracle import Outcome, agree, describe, in_process, on_spark, pg_outcomes
 
 import mzflow
+from mzflow_dev import pg_server
 
 psycopg2 = pytest.importorskip("psycopg2")
 sa = pytest.importorskip("sqlalchemy")
@@ -354,19 +355,9 @@ KINDS = [k for k in BUILDERS if k not in ("int4", "ascii")]
 
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    cur = connection.cursor()
-    cur.execute("SET TIME ZONE 'UTC'")
-    cur.execute("DROP TABLE IF EXISTS vals")
-    cur.execute(_table())
-    cur.execute(_row())
-    try:
+    with pg_server.cursor(pg_url, "SET TIME ZONE 'UTC'", "DROP TABLE IF EXISTS vals",
+                          _table(), _row()) as cur:
         yield cur
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")

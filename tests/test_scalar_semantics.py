@@ -18,6 +18,7 @@ import pytest
 from scalar_oracle import Outcome, agree, describe, in_process, on_spark, pg_outcomes
 
 import mzflow
+from mzflow_dev import pg_server
 
 psycopg2 = pytest.importorskip("psycopg2")
 sa = pytest.importorskip("sqlalchemy")
@@ -64,19 +65,9 @@ CASES: list[tuple[str, str, str, str | None]] = [
 
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    cur = connection.cursor()
-    cur.execute("SET TIME ZONE 'UTC'")
-    cur.execute("DROP TABLE IF EXISTS one")
-    cur.execute(TABLE)
-    cur.execute(ROW)
-    try:
+    with pg_server.cursor(pg_url, "SET TIME ZONE 'UTC'", "DROP TABLE IF EXISTS one", TABLE,
+                          ROW) as cur:
         yield cur
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ from mzflow.plan.lower import lower
 from mzflow.plan.query import plan
 from mzflow.sql import ast
 from mzflow.sql.parse import parse_query
+from mzflow_dev import pg_server
 
 SCHEMA = "CREATE TABLE t (k int NOT NULL, n int, m bigint, x numeric(10,2), ts timestamp, d date)"
 ROWS = ("INSERT INTO t VALUES (1, 2, 2, 1.50, '2020-01-31 10:00', '2020-02-28'), "
@@ -328,21 +329,10 @@ def _multiset(rows: list[tuple[Any, ...]]) -> Counter[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    psycopg2 = pytest.importorskip("psycopg2")
-    sa = pytest.importorskip("sqlalchemy")
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    cur = connection.cursor()
-    cur.execute("SET TimeZone = 'UTC'")
-    cur.execute("DROP TABLE IF EXISTS t")
-    cur.execute(SCHEMA)
-    cur.execute(ROWS)
-    try:
+    pytest.importorskip("psycopg2")
+    with pg_server.cursor(pg_url, "SET TimeZone = 'UTC'", "DROP TABLE IF EXISTS t", SCHEMA,
+                          ROWS) as cur:
         yield cur
-    finally:
-        connection.close()
 
 
 def pg_run(cur: Any, sql: str) -> tuple[Any, ...]:

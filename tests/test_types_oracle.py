@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 import mzflow
+from mzflow_dev import pg_server
 
 psycopg2 = pytest.importorskip("psycopg2")
 sa = pytest.importorskip("sqlalchemy")
@@ -99,18 +100,8 @@ BATTERY: list[tuple[str, str, str | None]] = [
 
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    cur = connection.cursor()
-    cur.execute("DROP TABLE IF EXISTS t")
-    cur.execute(SCHEMA)
-    cur.execute(ROWS)
-    try:
+    with pg_server.cursor(pg_url, "DROP TABLE IF EXISTS t", SCHEMA, ROWS) as cur:
         yield cur
-    finally:
-        connection.close()
 
 
 @pytest.fixture(scope="module")

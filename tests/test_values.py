@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from mzflow.values import pg_text
+from mzflow_dev import pg_server
 
 psycopg2 = pytest.importorskip("psycopg2")
 sa = pytest.importorskip("sqlalchemy")
@@ -48,14 +49,8 @@ VALUES = [
 
 @pytest.fixture(scope="module")
 def pg(pg_url: str) -> Iterator[Any]:
-    url = sa.engine.make_url(pg_url)
-    connection = psycopg2.connect(host=url.host, port=url.port, user=url.username,
-                                  dbname=url.database)
-    connection.autocommit = True
-    try:
-        yield connection
-    finally:
-        connection.close()
+    with pg_server.cursor(pg_url) as cur:
+        yield cur.connection
 
 
 def test_pg_text_is_postgresqls_output(pg: Any) -> None:

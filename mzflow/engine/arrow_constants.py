@@ -62,6 +62,8 @@ def fold(query: exp.Query, tables: MutableMapping[str, tuple[Sequence[str], list
 
 
 def _foldable(select: exp.Select) -> bool:
+    if not select.expressions:  # SELECT with no columns: not a constant row to fold
+        return False
     if any(v for k, v in select.args.items() if k not in _CLAUSES):
         return False
     distinct = select.args.get("distinct")
