@@ -198,6 +198,13 @@ class Tuning:
     lookup_rows: int = field(default=1_000_000, metadata={"doc": (
         "An arrangement lookup whose row groups hold more rows than this reads the "
         "table through Spark instead of bringing the rows to the driver.")})
+    hot_arrangements: int = field(default=1, metadata={"doc": (
+        "1: a process that ticks a cluster keeps its arrangements in memory (hydrated on "
+        "its first tick, then kept up with each batch); 0: lookups read the Delta-backed "
+        "arrangements.")})
+    hot_memory_share: float = field(default=0.5, metadata={"doc": (
+        "The share of the cluster's SIZE memory its in-memory arrangements may take in "
+        "one process; a table that would not fit keeps the Delta-backed lookups.")})
     plan_cache: int = field(default=256, metadata={"doc": (
         "Change plans kept per process (planning a definition costs ~0.15 s).")})
     topk_margin: int = field(default=100, metadata={"doc": (

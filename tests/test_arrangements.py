@@ -96,6 +96,9 @@ class Shop:
 def _home(tmp_path: Path, name: str) -> mzflow.Connection:
     conn = mzflow.connect(str(tmp_path / name))
     conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+    # These tests are of the Delta-backed arrangements (what a process that cannot hold
+    # them in memory uses); tests/test_hot_arrangements.py has the in-memory ones.
+    conn.execute("ALTER SYSTEM SET hot_arrangements = 0")
     conn.execute("CREATE CLUSTER c")
     return conn
 

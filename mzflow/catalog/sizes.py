@@ -21,6 +21,13 @@ class Size:
     executor_memory: str
     shuffle_partitions: int
 
+    @property
+    def memory_bytes(self) -> int:
+        """``executor_memory`` in bytes ("2g")."""
+        units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+        text = self.executor_memory.lower()
+        return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
 
 SIZES: dict[str, Size] = {
     s.name: s

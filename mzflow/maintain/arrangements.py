@@ -20,13 +20,14 @@ from mzflow.catalog.model import INDEX, TABLE, Item, Snapshot
 from mzflow.errors import Error
 from mzflow.incremental.arrangements import Need, needs
 from mzflow.incremental.plan import derive
+from mzflow.maintain import hot
 from mzflow.maintain.tick import arrange
 from mzflow.storage import paths
 from mzflow.storage.arrangement import ArrangementShard
 
 log = logging.getLogger("mzflow.arrangements")
 
-READS_FILE = "_mz_reads.json"  # rows the last tick's lookups read, per arrangement
+READS_FILE = arrange.READS_FILE
 
 
 def wanted(snap: Snapshot) -> dict[int, dict[Need, list[str]]]:
@@ -73,19 +74,12 @@ def release(snap: Snapshot, warehouse: Path) -> list[Path]:
                 removed.append(p)
         if cluster_dir.is_dir() and not any(cluster_dir.iterdir()):
             cluster_dir.rmdir()
+    arrange.drop_hot(lambda k: Path(k[0]) != warehouse or paths.arrangement(
+        warehouse, k[1], k[2], k[3]) in keep)
     if removed:
         log.info("dropped %d arrangement(s) no object uses: %s", len(removed),
                  ", ".join(p.name for p in removed))
     return removed
-
-
-def record_reads(path: Path, rows: int) -> None:
-    """What the last tick's lookups read from the arrangement at ``path`` (a statistic
-    for mz_arrangements; written after the tick, never read by a tick)."""
-    try:
-        (path / READS_FILE).write_text(json.dumps({"rows": rows}))
-    except OSError:  # dropped meanwhile
-        pass
 
 
 def rows(snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
@@ -104,6 +98,11 @@ def rows(snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
                 n_files = sum(len(b.files) for b in chain)
                 n_bytes = sum(Path(f).stat().st_size for b in chain for f in b.files
                               if Path(f).exists())
+            try:  # held in a ticking process's memory: its figures
+                held = json.loads((path / hot.STATS_FILE).read_text())
+                n_rows, n_bytes = held["records"], held["bytes"]
+            except (OSError, ValueError, KeyError):
+                pass
             try:
                 reads = json.loads((path / READS_FILE).read_text())["rows"]
             except (OSError, ValueError, KeyError):

@@ -275,7 +275,7 @@ class _Tick:
                                           d.rebuild, self.at, self.warehouse, self.counters)
             for inp in arranged.values():
                 for a in inp.arranged.values():
-                    arrangements.record_reads(a.shard.path, a.read[0])
+                    arrange.record(a)
             if d.measure:
                 execute.time_recompute(self.target, self.query, self.warehouse, self.at,
                                        self.counters, self.snap)

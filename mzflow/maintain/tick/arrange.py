@@ -14,9 +14,11 @@ or run twice leaves batches the next reader either reuses or ignores.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import shutil
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,17 +26,23 @@ from typing import Any
 import pyarrow as pa
 
 from mzflow import caches
+from mzflow.catalog import sizes
 from mzflow.catalog.model import Snapshot
 from mzflow.config import Tuning
+from mzflow.incremental import columns
 from mzflow.incremental.arrangements import Need, needs
 from mzflow.incremental.dataflow import Input
 from mzflow.incremental.modes import Side
+from mzflow.maintain import hot as hot_mod
+from mzflow.maintain.hot import Hot
 from mzflow.plan.ir import Node
 from mzflow.storage import paths
 from mzflow.storage.arrangement import ArrangementShard, Batch, Lookup
 from mzflow.storage.delta import DIFF, Shard
 
 log = logging.getLogger("mzflow.arrangements")
+
+READS_FILE = "_mz_reads.json"  # rows the last tick's lookups read, per arrangement
 
 # Open arrangement shards, process-wide: an open Delta table reads only the commits
 # since it was last read, so a tick's bookkeeping does not grow with the history.
@@ -81,28 +89,151 @@ class Arranged:
         return found
 
 
+@dataclass
+class HotArranged:
+    """An in-memory arrangement (``maintain/hot.py``) as a tick reads it."""
+
+    need: Need
+    hot: Hot
+    versions: dict[Side, int | None]
+    path: Path  # where its statistics go (the Delta-backed arrangement's folder)
+    read: list[int] = field(default_factory=lambda: [0])
+
+    def lookup(self, side: Side, values: Sequence[Any], columns: list[str]) -> Lookup | None:
+        version = self.versions[side]
+        if version is None:
+            return None
+        with self.hot.lock:
+            found = self.hot.lookup(version, values, columns)
+        if found is not None:
+            self.read[0] += found.read
+        return found
+
+
 def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
              inputs: dict[str, Input], at: int, tuning: Tuning, extra: Sequence[Need] = ()
              ) -> dict[str, Input]:
     """``inputs`` with each arranged table's arrangements attached, brought up to the
     tick's new time first. ``extra``: arrangements the index is itself (an index on a
-    table by a column), kept even when no join uses them yet."""
+    table by a column), kept even when no join uses them yet. In memory when the
+    process may hold them (``hot.py``); else the Delta-backed ones."""
     if not tuning.arrangements:
         return inputs
     by_item: dict[str, list[Need]] = {}
     for need in sorted(set(needs(root)) | set(extra)):
         by_item.setdefault(need.item_id, []).append(need)
+    used = columns.stored(root)
+    cluster = snap.cluster(cluster_id)
+    budget = int(tuning.hot_memory_share * sizes.of_cluster(
+        cluster.virtual if cluster else True, cluster.size if cluster else None).memory_bytes)
     out = dict(inputs)
     for ref, inp in inputs.items():
         item_id = ref_item(root, ref)
         arranged = dict(inp.arranged)
         for need in by_item.get(item_id, []):
+            table = Shard.shared(paths.table(warehouse, item_id))
+            if tuning.hot_arrangements:
+                hot = _hot(warehouse, cluster_id, need, table, inp,
+                           used.get(item_id, frozenset()), budget)
+                if hot is not None:
+                    arranged[need.column] = HotArranged(need, hot, inp.versions, paths.arrangement(
+                        warehouse, cluster_id, need.item_id, need.column))
+                    continue
             arr = shard(warehouse, cluster_id, need)
-            _catch_up(arr, Shard.shared(paths.table(warehouse, item_id)), inp, at, tuning)
+            _catch_up(arr, table, inp, at, tuning)
             arranged[need.column] = Arranged(need, arr, arr.batches(), inp.versions,
                                              tuning.lookup_rows)
         out[ref] = dataclasses.replace(inp, arranged=arranged)
     return out
+
+
+# In-memory arrangements, process-wide: (warehouse, cluster id, table, key) → Hot.
+_HOT: dict[tuple[str, int, str, str], Hot] = {}
+_HOT_LOCK = threading.Lock()
+
+
+def hot_arrangements() -> dict[tuple[str, int, str, str], Hot]:
+    return dict(_HOT)
+
+
+def drop_hot(keep: Callable[[tuple[str, int, str, str]], bool]) -> None:
+    """Forget the in-memory arrangements ``keep`` refuses (dropped objects)."""
+    with _HOT_LOCK:
+        for k in [k for k in _HOT if not keep(k)]:
+            del _HOT[k]
+
+
+def _hot(warehouse: Path, cluster_id: int, need: Need, table: Shard, inp: Input,
+         used: frozenset[str], budget: int) -> Hot | None:
+    """The arrangement in memory, brought up to the tick's new time and holding its
+    old one (None: it would not fit the budget; the tick uses the Delta-backed one)."""
+    new_v, old_v = inp.versions[Side.NEW], inp.versions[Side.OLD]
+    assert new_v is not None
+    first = Side.OLD if old_v is not None else Side.NEW
+    base = inp.versions[first]
+    assert base is not None
+    key = (str(warehouse), cluster_id, need.item_id, need.column)
+    with _HOT_LOCK:
+        hot = _HOT.get(key)
+        wanted = set(used) | {need.column}
+        if hot is not None and not wanted <= set(hot.columns):
+            wanted |= set(hot.columns)  # another view reads more columns: hydrate them all
+            hot = None
+        if hot is not None and hot.frontier < base:
+            hot = _caught_up(hot, table, base, inp)
+        if hot is not None and hot.chain(base) is None and hot.frontier > base:
+            return None  # an index far behind the others: the Delta-backed lookups serve it
+        if hot is None:
+            files = inp.files[first] or ()
+            cols = sorted(wanted)
+            others = sum(h.nbytes for k, h in _HOT.items() if k != key)
+            if others + hot_mod.estimate_bytes(files, cols) > budget:
+                log.warning("arrangement %s.%s does not fit the cluster's memory budget "
+                            "(%d bytes): its lookups read the Delta-backed arrangement",
+                            need.item_id, need.column, budget)
+                return None
+            hot = hot_mod.hydrate(need.item_id, need.column, cols,
+                                  table.arrow_schema(base), files, base)
+            log.info("arrangement %s.%s hydrated in memory: %d rows, %d bytes, %.2f s",
+                     need.item_id, need.column, hot.records, hot.nbytes, hot.hydrated_seconds)
+        _HOT[key] = hot
+    with hot.lock:
+        if hot.frontier < new_v:
+            changes = None
+            if hot.frontier == old_v and inp.changes is not None:
+                changes, _ = inp.changes()  # the change feed the tick reads anyway
+            if not isinstance(changes, pa.Table):
+                changes = table.diffs(hot.frontier, new_v)
+            hot.add(changes, hot.frontier, new_v)
+    return hot
+
+
+def _caught_up(hot: Hot, table: Shard, version: int, inp: Input) -> Hot | None:
+    """``hot`` brought to ``version`` from the table's change feed (None: too far
+    behind, or that history is gone: hydrate anew)."""
+    if _far_behind(table, hot.frontier, version, hot.parts[0].rows.num_rows):
+        return None
+    try:
+        changes = table.diffs(hot.frontier, version)
+    except Exception as e:  # compacted away
+        log.info("arrangement %s.%s: changes since %d are gone (%s)", hot.item_id, hot.key,
+                 hot.frontier, e)
+        return None
+    with hot.lock:
+        hot.add(changes, hot.frontier, version)
+    return hot
+
+
+def record(a: Arranged | HotArranged) -> None:
+    """What the tick's lookups read, for mz_arrangements and mz_arrangement_sizes."""
+    path = a.path if isinstance(a, HotArranged) else a.shard.path
+    if isinstance(a, HotArranged):
+        hot_mod.write_stats(path, a.hot)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        (path / READS_FILE).write_text(json.dumps({"rows": a.read[0]}))
+    except OSError:  # dropped meanwhile
+        pass
 
 
 def ref_item(root: Node, ref: str) -> str:
