@@ -205,6 +205,16 @@ class Tuning:
     hot_memory_share: float = field(default=0.5, metadata={"doc": (
         "The share of the cluster's SIZE memory its in-memory arrangements may take in "
         "one process; a table that would not fit keeps the Delta-backed lookups.")})
+    tick_executor: str = field(default="auto", metadata={
+        "choices": ("auto", "spark", "local"), "doc": (
+        "Where incremental ticks run: 'auto' runs a small batch in process (Arrow) and a "
+        "large one on Spark; 'spark' always Spark; 'local' in process whenever it can "
+        "(tests of that path).")})
+    local_tick_rows: int = field(default=200_000, metadata={"doc": (
+        "'auto' runs a tick in process when its batch has at most this many change rows.")})
+    local_read_rows: int = field(default=2_000_000, metadata={"doc": (
+        "An in-process tick that would read more rows than this from a table's files "
+        "(no arrangement serves the lookup) runs on Spark instead.")})
     plan_cache: int = field(default=256, metadata={"doc": (
         "Change plans kept per process (planning a definition costs ~0.15 s).")})
     topk_margin: int = field(default=100, metadata={"doc": (
@@ -223,9 +233,16 @@ class Tuning:
 TUNING_FIELDS = {f.name: f for f in dataclasses.fields(Tuning)}
 
 
-def tuning_value(name: str, value: str) -> float | int:
+def tuning_value(name: str, value: str) -> float | int | str:
     """``value`` parsed as the tuning parameter ``name`` takes it; refused clearly."""
     f = TUNING_FIELDS[name]
+    choices = f.metadata.get("choices")
+    if choices is not None:
+        text = value.strip().strip("'").lower()
+        if text not in choices:
+            raise InvalidOption(f'invalid value for parameter "{name}": "{value}"',
+                                hint=f"{name} is one of {', '.join(choices)}")
+        return text
     kind = float if f.type in ("float", float) else int
     try:
         parsed = kind(value.replace("_", ""))
@@ -249,7 +266,7 @@ def _project_tuning() -> dict[str, object]:
 
 def tuning(settings: Mapping[str, str] | None = None) -> Tuning:
     """The tuning in force: ``settings`` are the catalog's ALTER SYSTEM SET values."""
-    values: dict[str, float | int] = {}
+    values: dict[str, float | int | str] = {}
     layers: list[Mapping[str, object]] = [_project_tuning(), settings or {},
                                           {n: os.environ[f"MZFLOW_{n.upper()}"]
                                            for n in TUNING_FIELDS

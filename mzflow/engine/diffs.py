@@ -129,7 +129,12 @@ def _cast_like(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def _changes_arrow(new: Any, old_files: Sequence[str], columns: Sequence[str],
                    spark_types: Sequence[str]) -> pa.Table:
-    rows = _keyed(new, columns, spark_types)
+    return changes_keyed(_keyed(new, columns, spark_types), old_files, columns)
+
+
+def changes_keyed(rows: pa.Table, old_files: Sequence[str], columns: Sequence[str]
+                  ) -> pa.Table:
+    """New contents as keyed rows (``columns`` and KEY) → changed rows, new counts."""
     old = _read_old(old_files, columns) if old_files else None
     if rows.num_rows:
         rows, starts, ends = _runs(rows)
@@ -155,8 +160,14 @@ def _apply_diff_arrow(diff: Any, old_files: Sequence[str], columns: Sequence[str
     parts = diff if isinstance(diff, list) else [diff]
     rows = pa.concat_tables([_keyed(d, columns, spark_types, extra=[DIFF]) for d in parts],
                            promote_options="permissive")
+    return apply_keyed(rows, old_files, columns)
+
+
+def apply_keyed(rows: pa.Table, old_files: Sequence[str], columns: Sequence[str]
+                ) -> pa.Table:
+    """Changes as keyed rows (``columns``, DIFF and KEY) → changed rows, new counts."""
     if rows.num_rows == 0:
-        return rows.drop_columns([DIFF]).append_column(COUNT, pa.array([], pa.int64()))
+        return rows.select([*columns, KEY]).append_column(COUNT, pa.array([], pa.int64()))
     rows, starts, ends = _runs(rows)
     # Σ diff per key: the running sum at the end of each key's run minus at its start.
     running = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(
@@ -213,6 +224,10 @@ def apply_diff(diff: Any, old_files: Sequence[str], old_schema_ddl: str,
         new_count = F.coalesce(F.col(COUNT), F.lit(0)) + F.col(DIFF)
         out = joined.select(*[F.col(c) for c in cols], F.col(KEY), new_count.alias(COUNT))
         table = collect_arrow(out)
+    return checked(table)
+
+
+def checked(table: pa.Table) -> pa.Table:
     if table.num_rows and pa.compute.min(table.column(COUNT)).as_py() < 0:
         raise Error("internal error: a maintained row's count went negative; the index "
                     "no longer matches its inputs (run a full refresh)")

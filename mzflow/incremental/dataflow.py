@@ -40,6 +40,8 @@ class Input:
     versions: dict[Side, int | None] = field(default_factory=dict)  # side → table version
     # stored column → its arrangement (maintain/tick/arrange.py: Arranged): key lookups
     arranged: dict[str, Any] = field(default_factory=dict)
+    # the table's Arrow schema at the new time (the in-process executor's empty reads)
+    arrow_schema: Callable[[], pa.Schema] | None = None
 
 
 @dataclass

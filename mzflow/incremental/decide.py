@@ -43,6 +43,8 @@ class Facts:
     input_rows: int = 0  # the inputs' rows at the new time (file statistics)
     full_refresh: bool = False
     joins: bool = False  # the view reads more than one table reference
+    # why the in-process executor cannot run this plan (None: it can; incremental/local/)
+    local_refusal: str | None = None
 
     @property
     def first(self) -> bool:
@@ -88,6 +90,24 @@ def decide(f: Facts, t: Tuning) -> Decision:
             return Decision(Mode.STATE, measure=True)
         return Decision(Mode.RECOMPUTE, R_MEASURING)
     return Decision(f.planned)
+
+
+LOCAL, SPARK = "local", "spark"
+
+
+def executor(f: Facts, t: Tuning, d: Decision) -> tuple[str, str]:
+    """Where an incremental tick runs, and why: in process (Arrow) when its batch is
+    small and the plan's operators and expressions all have an in-process path; else
+    Spark, which also keeps the large work (recomputes, state rebuilds, first ticks)."""
+    if d.mode == Mode.RECOMPUTE or d.rebuild or f.first:
+        return SPARK, "reads every input row"
+    if t.tick_executor == SPARK:
+        return SPARK, "tick_executor = 'spark'"
+    if f.local_refusal is not None:
+        return SPARK, f.local_refusal
+    if t.tick_executor != LOCAL and f.batch_rows > t.local_tick_rows:
+        return SPARK, f"batch of {f.batch_rows} rows > local_tick_rows {t.local_tick_rows}"
+    return LOCAL, f"batch of {f.batch_rows} rows"
 
 
 def large(batch_rows: int, input_rows: int, share: float) -> bool:

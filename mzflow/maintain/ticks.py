@@ -25,12 +25,14 @@ from mzflow import caches, config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
-from mzflow.incremental.decide import DETAIL_KEY, Decision, Facts, decide
+from mzflow.incremental import local
+from mzflow.incremental.decide import DETAIL_KEY, LOCAL, SPARK, Decision, Facts, decide, executor
 from mzflow.incremental.modes import Mode, StrategyKind
 from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.incremental.rules.base import Strategy
 from mzflow.maintain import arrangements
 from mzflow.maintain.tick import arrange, commit, execute, inputs
+from mzflow.maintain.tick import local as tick_local
 from mzflow.maintain.tick.commit import ensure_shard, index_shard
 from mzflow.plan.ir import Node
 from mzflow.quality import quarantine as quarantines
@@ -60,6 +62,7 @@ class TickReport:
     error: str | None
     seconds: float
     spark_jobs: int | None = None  # Spark jobs the tick ran (None: not countable)
+    executor: str | None = None  # where an incremental tick ran, and why
 
     def as_dict(self) -> dict[str, Any]:
         """The fields and the line: what a tick service sends its caller."""
@@ -68,13 +71,19 @@ class TickReport:
     def line(self) -> str:
         state = f"error: {self.error}" if self.error else f"{self.rows_changed} rows changed"
         jobs = f", {self.spark_jobs} Spark jobs" if self.spark_jobs is not None else ""
+        ran = f", executor {self.executor}" if self.executor else ""
         return (f"{self.index}: upper {self.upper_before} -> {self.upper_after}, version "
                 f"{self.version_before} -> {self.version_after}, read {self.rows_read} rows in "
-                f"{self.files_read} files{jobs}, {state}, {self.strategy}, "
+                f"{self.files_read} files{jobs}, {state}, {self.strategy}{ran}, "
                 f"{self.seconds:.2f} s")
 
 
 SPARK_KEY = "mzflow.spark"  # where the tick ran (clusters/servers.py)
+EXECUTOR_KEY = "mzflow.executor"  # in process or Spark, and why (incremental/local/)
+
+# Plans the in-process executor refused for good (an expression it cannot evaluate):
+# (installation, catalog version, index id) → why. Their next ticks go to Spark.
+_REFUSED = caches.lru("maintain.local_refusals", 4096)
 
 Record = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
 
@@ -190,6 +199,8 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     extra = commit.metadata(tick.decision, since, tick.batch_rows, tick.counters,
                             time.perf_counter() - started, described, spark_jobs)
     extra[SPARK_KEY] = spark.where()  # the cluster's warm server, or in-process
+    if tick.executor is not None:
+        extra[EXECUTOR_KEY] = tick.executor
     if new_error is not None and error_code is not None:
         extra[ERROR_CODE_KEY] = error_code  # a read of the index raises it with its code
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
@@ -200,7 +211,7 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     report = TickReport(index.qualified_name, plan.on.qualified_name, described,
                         done_through + 1, at + 1, version_before, version, n.rows_read,
                         n.files_read, changes.num_rows if changes is not None else 0,
-                        new_error, time.perf_counter() - started, spark_jobs)
+                        new_error, time.perf_counter() - started, spark_jobs, tick.executor)
     log.info("tick %s", report.line())
     return report
 
@@ -223,6 +234,7 @@ class _Tick:
         self.snap, self.warehouse, self.plan, self.query = snap, warehouse, plan, query
         self.target, self.since, self.at = target, since, at
         self.decision = Decision(plan.mode)
+        self.executor: str | None = None
         self.batch_rows = 0
         self.counters = execute.Counters()
 
@@ -259,7 +271,8 @@ class _Tick:
             self.counters.input_rows = input_rows
             history = self.target.shard.ticks(self.target.tuning.history_ticks)
             facts = Facts(self.plan.mode, self.since, history, self.batch_rows, input_rows,
-                          joins=len(self.query.tables) > 1)
+                          joins=len(self.query.tables) > 1,
+                          local_refusal=self._refusal())
         d = self.decision = decide(facts, self.target.tuning)
         try:
             if d.mode == Mode.RECOMPUTE:
@@ -271,8 +284,7 @@ class _Tick:
             arranged = gathered[0] if cluster_id is None else arrange.maintain(
                 self.snap, self.warehouse, cluster_id, self._root(), gathered[0], self.at,
                 self.target.tuning, arrangements.explicit(self.snap, self.plan.index))
-            changed = execute.incremental(self.target, arranged, d.mode, self.since,
-                                          d.rebuild, self.at, self.warehouse, self.counters)
+            changed = self._incremental(executor(facts, self.target.tuning, d), arranged)
             for inp in arranged.values():
                 for a in inp.arranged.values():
                     arrange.record(a)
@@ -287,6 +299,34 @@ class _Tick:
             return self._recompute()
         except Exception as e:
             raise spark.translate_error(e) from None
+
+    def _refusal(self) -> str | None:
+        found = _REFUSED.get(self._plan_key())
+        if found is not None:
+            return str(found)
+        return local.refusal(self.plan, self.target.tuning.topk_margin)
+
+    def _plan_key(self) -> tuple[str, int, str]:
+        return (self.snap.installation_id, self.snap.version, self.plan.index.id)
+
+    def _incremental(self, where: tuple[str, str], arranged: inputs.Inputs
+                     ) -> pa.Table | None:
+        """The changes, in process when the decision says so and it can run them
+        exactly, else on Spark (what ran and why goes into the tick's line)."""
+        d = self.decision
+        if where[0] == LOCAL:
+            try:
+                changed = tick_local.incremental(self.target, arranged, d.mode, self.since,
+                                                 self.at, self.warehouse, self.counters)
+                self.executor = f"local ({where[1]})"
+                return changed
+            except local.NotLocal as e:
+                if e.lasting:
+                    _REFUSED[self._plan_key()] = f"in process: {e}"
+                where = (SPARK, f"in process: {e}")
+        self.executor = f"spark ({where[1]})"
+        return execute.incremental(self.target, arranged, d.mode, self.since, d.rebuild,
+                                   self.at, self.warehouse, self.counters)
 
     def _root(self) -> Node:
         assert self.plan.root is not None

@@ -207,23 +207,7 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
         [changed, unchanged]))
     if found is None:
         found = batch.schema.empty_table()
-    found = found.select(keys + partials + [KEY]).cast(batch.schema)
-    old = found.filter(pc.is_in(found.column(KEY), value_set=changed))
-    joined = batch.join(old.select([KEY] + partials), keys=KEY, join_type="left outer",
-                        right_suffix="_old", use_threads=False)
-    merged = joined.select(keys + [KEY])
-    roles = {p[0]: p[2] for p in parts}
-    for c in partials:
-        kind = batch.schema.field(c).type
-        if roles.get(c) in ("min", "max"):
-            merged = merged.append_column(c, _extreme(joined, c, roles[c], retracts))
-            continue
-        # Arrow widens decimal sums by one digit of precision, past decimal128's 38.
-        wide = pa.decimal256(75, kind.scale) if pa.types.is_decimal(kind) else kind
-        a = pc.coalesce(joined.column(c), pa.scalar(0, kind)).cast(wide)
-        b = pc.coalesce(joined.column(f"{c}_old"), pa.scalar(0, kind)).cast(wide)
-        merged = merged.append_column(c, pc.add_checked(a, b).cast(kind))
-    groups = merged.select(keys + partials + [KEY])
+    groups, old = merge(batch, found, keys, parts, changed, retracts)
     new = from_arrow(groups)
     live = new if not keys else new.where(F.col(ROWS) != 0)
     before_df = from_arrow(old) if old.num_rows else new.limit(0)
@@ -254,6 +238,33 @@ def run(flow: Dataflow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptSt
     before = _above(chain, _finalize(node, before_df)).withColumn(
         DIFF, F.lit(-1).cast("bigint"))
     return StateResult(groups, after.unionAll(before), full=False, parts=(after, before))
+
+
+def merge(batch: pa.Table, found: pa.Table, keys: list[str],
+          parts: list[tuple[str, exp.Expr | None, str]], changed: pa.Array, retracts: bool
+          ) -> tuple[pa.Table, pa.Table]:
+    """The changed groups' partials after the batch (``groups``, with KEY) and before
+    it (``old``: those the state held): the batch's partials added to the state's
+    (``found``), in Arrow, on either executor."""
+    partials = [ROWS] + [p[0] for p in parts]
+    found = found.select(keys + partials + [KEY]).cast(batch.schema)
+    old = found.filter(pc.is_in(found.column(KEY), value_set=changed))
+    joined = batch.join(old.select([KEY] + partials), keys=KEY, join_type="left outer",
+                        right_suffix="_old", use_threads=False)
+    merged = joined.select(keys + [KEY])
+    roles = {p[0]: p[2] for p in parts}
+    for c in partials:
+        kind = batch.schema.field(c).type
+        if roles.get(c) in ("min", "max"):
+            merged = merged.append_column(c, _extreme(joined, c, roles[c], retracts))
+            continue
+        # Arrow widens decimal sums by one digit of precision, past decimal128's 38.
+        wide = pa.decimal256(75, kind.scale) if pa.types.is_decimal(kind) else kind
+        a = pc.coalesce(joined.column(c), pa.scalar(0, kind)).cast(wide)
+        b = pc.coalesce(joined.column(f"{c}_old"), pa.scalar(0, kind)).cast(wide)
+        merged = merged.append_column(c, pc.add_checked(a, b).cast(kind))
+    groups = merged.select(keys + partials + [KEY])
+    return groups, old
 
 
 _LEAST_DIFF = "_mz_least_diff"

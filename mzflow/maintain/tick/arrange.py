@@ -148,7 +148,8 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
 
 
 # In-memory arrangements, process-wide: (warehouse, cluster id, table, key) → Hot.
-_HOT: dict[tuple[str, int, str, str], Hot] = {}
+# Their memory is bounded by each cluster's budget (``_hot``); their number here.
+_HOT = caches.lru("maintain.hot_arrangements", 256)
 _HOT_LOCK = threading.Lock()
 
 

@@ -125,4 +125,5 @@ def _input(item: Item, shard: Shard, since: int, at: int) -> Input:
         changes = feed
     return Input(files=files, stats={m: stats_of(v) for m, v in versions.items()},
                  schema_ddl=ddl(item), changes=changes,
-                 num_rows={m: rows_of(v) for m, v in versions.items()}, versions=versions)
+                 num_rows={m: rows_of(v) for m, v in versions.items()}, versions=versions,
+                 arrow_schema=lambda: shard.arrow_schema(new_v))
