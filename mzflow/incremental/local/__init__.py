@@ -54,6 +54,8 @@ def refusal(plan: ChangePlan, topk_margin: int) -> str | None:
     else:
         return f"mode {plan.mode} has no in-process path"
     for n in nodes:
-        if not isinstance(n, ir.Get | ir.Filter | ir.Map | ir.Join):
+        if not isinstance(n, ir.Get | ir.Filter | ir.Map | ir.Join | ir.Reduce | ir.Union):
             return f"{type(n).__name__} has no in-process path yet"
+        if isinstance(n, ir.Reduce) and not n.keys:
+            return "a GROUP BY without keys inside the plan is recomputed whole"
     return None

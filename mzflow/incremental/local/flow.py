@@ -81,6 +81,8 @@ class LocalFlow:
 
 
 def _delta(flow: LocalFlow, node: Node) -> pa.Table:
+    from mzflow.incremental.local import reduce as local_reduce
+
     if isinstance(node, ir.Get):
         return _get_delta(flow, node)
     if isinstance(node, ir.Filter):
@@ -89,10 +91,16 @@ def _delta(flow: LocalFlow, node: Node) -> pa.Table:
         return mapped(node, flow.changes(node.input), flow.cols(node), carry=(DIFF,))
     if isinstance(node, ir.Join):
         return _join_delta(flow, node)
+    if isinstance(node, ir.Reduce):
+        return local_reduce.delta(flow, node)
+    if isinstance(node, ir.Union):
+        return local_reduce.union_delta(flow, node)
     raise NotLocal(f"{type(node).__name__} has no in-process path yet", lasting=True)
 
 
 def _full(flow: LocalFlow, node: Node, side: Side, r: Keys | None) -> pa.Table:
+    from mzflow.incremental.local import reduce as local_reduce
+
     if isinstance(node, ir.Get):
         return _get_full(flow, node, side, r)
     if isinstance(node, ir.Filter):
@@ -108,6 +116,10 @@ def _full(flow: LocalFlow, node: Node, side: Side, r: Keys | None) -> pa.Table:
         return out if pushed is not None or r is None else restrict(out, r)
     if isinstance(node, ir.Join):
         return _join_full(flow, node, side, r)
+    if isinstance(node, ir.Reduce):
+        return local_reduce.full(flow, node, side, r)
+    if isinstance(node, ir.Union):
+        return local_reduce.union_full(flow, node, side, r)
     raise NotLocal(f"{type(node).__name__} has no in-process path yet", lasting=True)
 
 

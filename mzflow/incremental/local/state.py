@@ -131,11 +131,13 @@ def _partials(node: ir.Reduce, d: pa.Table, keys: list[str], parts: Parts,
     out = out.select(keys + [ROWS, _LEAST_DIFF] + [p[0] for p in parts])
     out = _typed_like_state(out, state, keys)
     if keys:
-        types = [_pg(out.schema.field(k).type) for k in keys]
+        # A computed decimal key's scale is Spark's on the other path: plain ones only.
+        types = [_pg(out.schema.field(k).type, isinstance(e, exp.Column))
+                 for k, e in zip(keys, node.keys, strict=True)]
         found = None if any(t is None for t in types) else row_keys.row_keys(
             out.select(keys), [t for t in types if t is not None])
         if found is None:
-            raise NotLocal("a group key's type has no in-process row key")
+            raise NotLocal("a group key's type has no in-process row key", lasting=True)
         return out.append_column(KEY, found)
     return out.append_column(KEY, pa.array(["global"] * out.num_rows))
 
@@ -185,7 +187,9 @@ _PG = {pa.int64(): "bigint", pa.int32(): "integer", pa.int16(): "smallint",
        pa.date32(): "date", pa.string(): "text", pa.bool_(): "boolean"}
 
 
-def _pg(t: pa.DataType) -> str | None:
+def _pg(t: pa.DataType, plain: bool) -> str | None:
+    if pa.types.is_decimal(t) and plain:
+        return f"numeric({t.precision},{t.scale})"
     return _PG.get(t)
 
 
