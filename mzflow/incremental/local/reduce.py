@@ -59,6 +59,13 @@ def aggregate(node: ir.Reduce, table: pa.Table) -> pa.Table:
     aggs: list[tuple[str, str, Any]] = []
     avgs: dict[str, exp.Avg] = {}
     for i, agg in enumerate(node.aggs):
+        if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Distinct) and len(
+                agg.this.expressions) == 1:
+            v = _as_array(_evaluate(agg.this.expressions[0], table, boolean=False),
+                          table.num_rows)
+            cols[f"_a{i}"] = v
+            aggs.append((f"_a{i}", "count_distinct", pc.CountOptions("only_valid")))
+            continue
         if not accumulable(agg):
             raise NotLocal(f"{agg.sql()} has no in-process path yet", lasting=True)
         if isinstance(agg, exp.Count) and isinstance(agg.this, exp.Star):

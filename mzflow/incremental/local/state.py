@@ -23,7 +23,15 @@ from mzflow.engine import division, row_keys
 from mzflow.engine.arrow_arith import quotient
 from mzflow.engine.frames import DIFF
 from mzflow.incremental.local import NotLocal
-from mzflow.incremental.local.flow import LocalFlow, _as_array, _evaluate, filtered, mapped
+from mzflow.incremental.local.flow import (
+    Keys,
+    LocalFlow,
+    _as_array,
+    _evaluate,
+    filtered,
+    mapped,
+)
+from mzflow.incremental.modes import Side
 from mzflow.incremental.rules.reduce_state import (
     _LEAST_DIFF,
     KeptState,
@@ -63,7 +71,7 @@ def run(flow: LocalFlow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptS
     retracts = (pc.min(batch.column(_LEAST_DIFF)).as_py() or 0) < 0
     batch = batch.drop_columns([_LEAST_DIFF])
     if retracts and any(role in ("min", "max") for _, _, role in parts):
-        raise NotLocal("MIN or MAX after a retraction rereads its groups")
+        batch = _extremes(flow, node, batch, keys, parts)
     ranking = None
     if any(isinstance(n, ir.TopK) for n in chain):
         ranking = Ranking.of(chain, bool(keys), topk_margin)
@@ -130,16 +138,48 @@ def _partials(node: ir.Reduce, d: pa.Table, keys: list[str], parts: Parts,
     out = out.rename_columns([_plain_name(c, aggs) for c in out.column_names])
     out = out.select(keys + [ROWS, _LEAST_DIFF] + [p[0] for p in parts])
     out = _typed_like_state(out, state, keys)
+    return out.append_column(KEY, group_keys(node, out, keys))
+
+
+def group_keys(node: ir.Reduce, out: pa.Table, keys: list[str]) -> pa.Array:
+    """The state's KEY of each group: Spark's row key of the group columns."""
+    if not keys:
+        return pa.array(["global"] * out.num_rows)
+    # A computed decimal key's scale is Spark's on the other path: plain ones only.
+    types = [_pg(out.schema.field(k).type, isinstance(e, exp.Column))
+             for k, e in zip(keys, node.keys, strict=True)]
+    found = None if any(t is None for t in types) else row_keys.row_keys(
+        out.select(keys), [t for t in types if t is not None])
+    if found is None:
+        raise NotLocal("a group key's type has no in-process row key", lasting=True)
+    return found
+
+
+def _extremes(flow: LocalFlow, node: ir.Reduce, batch: pa.Table, keys: list[str],
+              parts: Parts) -> pa.Table:
+    """MIN/MAX after a retraction: the affected groups' rows at the new time (looked
+    up by their keys), their extremes taken afresh (``_recompute_extremes`` on Spark)."""
+    r = None
     if keys:
-        # A computed decimal key's scale is Spark's on the other path: plain ones only.
-        types = [_pg(out.schema.field(k).type, isinstance(e, exp.Column))
-                 for k, e in zip(keys, node.keys, strict=True)]
-        found = None if any(t is None for t in types) else row_keys.row_keys(
-            out.select(keys), [t for t in types if t is not None])
-        if found is None:
-            raise NotLocal("a group key's type has no in-process row key", lasting=True)
-        return out.append_column(KEY, found)
-    return out.append_column(KEY, pa.array(["global"] * out.num_rows))
+        values = list(zip(*[batch.column(k).to_pylist() for k in keys], strict=True))
+        r = Keys(tuple(node.keys), values)
+    rows = flow.full(node.input, Side.NEW, r)
+    extremes = [(name, arg, role) for name, arg, role in parts if role in ("min", "max")]
+    cols: dict[str, Any] = {n: _as_array(_evaluate(k, rows, boolean=False), rows.num_rows)
+                            for k, n in zip(node.keys, keys, strict=True)}
+    for name, arg, _ in extremes:
+        assert arg is not None
+        cols[name] = _as_array(_evaluate(arg, rows, boolean=False), rows.num_rows)
+    table = pa.table(cols) if cols else pa.table({"_": pa.nulls(rows.num_rows)})
+    fresh = table.group_by(keys, use_threads=False).aggregate(
+        [(name, role) for name, _, role in extremes])
+    fresh = fresh.rename_columns([_plain_name(c, [(n, r) for n, _, r in extremes])
+                                  for c in fresh.column_names])
+    fresh = fresh.append_column(KEY, group_keys(node, fresh, keys))
+    names = [name for name, _, _ in extremes]
+    out = batch.drop_columns(names).join(fresh.select([KEY, *names]), keys=KEY,
+                                         join_type="left outer", use_threads=False)
+    return out.select(batch.column_names).cast(batch.schema)
 
 
 def _plain_name(c: str, aggs: list[tuple[str, str]]) -> str:
