@@ -148,7 +148,7 @@ def _evaluate(e: exp.Expr, table: pa.Table, *, boolean: bool) -> Any:
     try:
         return arrow_expr.evaluate(e, table, boolean=boolean, clause="WHERE")
     except Unsupported as u:  # refused by the in-process evaluator: Spark evaluates it
-        raise NotLocal(str(u), lasting=True) from None
+        raise NotLocal(str(u).replace("EXPECT cannot", "cannot", 1), lasting=True) from None
 
 
 def _as_array(v: Any, n: int) -> pa.Array | pa.ChunkedArray:

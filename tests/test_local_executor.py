@@ -1,0 +1,172 @@
+"""The in-process executor (incremental/local/) against Spark's, batch by batch.
+
+Two homes get the same random batches: one ticks on Spark (tick_executor = 'spark'),
+the other in process ('local'). After every tick both views equal DuckDB's answer,
+and both indexes hold the same rows under the same row keys and counts: one row key
+on both paths, or the second executor's tick would rewrite every row.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+import mzflow
+from mzflow.maintain.ticks import index_shard
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+SETUP = ("CREATE TABLE t (a int, b int, c text, d numeric(10,2));"
+         "CREATE TABLE u (a int, e int, f date)")
+VIEWS = {
+    # state mode over a join: COUNT, SUM, AVG, MIN, MAX merged into partials
+    "agg": "SELECT u.e, count(*) AS n, sum(t.d) AS s, avg(t.b) AS m, min(t.c) AS lo, "
+           "max(t.d) AS hi FROM t JOIN u ON t.a = u.a GROUP BY u.e",
+    # delta mode: a join with a filter and computed columns
+    "rows": "SELECT t.a, t.b * 2 AS b2, u.f, t.c || '!' AS c FROM t JOIN u ON t.a = u.a "
+            "WHERE t.b IS NOT NULL AND u.e > -2",
+    # a global top-k over a GROUP BY (its candidates re-ranked in process); a is unique
+    # per group, so the order has no ties and both executors keep the same rows
+    "top": "SELECT t.a, sum(t.b) AS s FROM t GROUP BY t.a ORDER BY s DESC NULLS LAST, a "
+           "LIMIT 2",
+    # a GROUP BY inside the plan (affected groups recomputed) under a join
+    "nested": "SELECT u.a, u.e, x.n FROM u JOIN (SELECT a, count(*) AS n FROM t GROUP BY a) "
+              "x ON u.a = x.a",
+}
+
+small = st.integers(min_value=-3, max_value=3)
+text = st.sampled_from(["x", "y", "", "O'Brien", "é"])
+money = st.decimals(min_value=-99, max_value=99, places=2)
+t_rows = st.lists(st.tuples(small, st.one_of(st.none(), small), st.one_of(st.none(), text),
+                            money), max_size=6)
+u_rows = st.lists(st.tuples(small, small, st.dates().filter(lambda d: d.year > 1900)),
+                  max_size=3)
+
+
+def _sql(v: object) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    if hasattr(v, "isoformat"):
+        return f"DATE '{v.isoformat()}'"
+    return str(v)
+
+
+def _insert(table: str, rows: list[tuple]) -> str:
+    return f"INSERT INTO {table} VALUES " + ", ".join(
+        "(" + ", ".join(_sql(v) for v in r) + ")" for r in rows)
+
+
+def _index_rows(conn: mzflow.Connection, view: str) -> Counter:
+    snap = conn.store.snapshot()
+    (index,) = snap.indexes_on(snap.resolve(view).id)
+    shard = index_shard(conn.config.warehouse, index)
+    table = shard.read(shard.version())
+    return Counter(zip(table.column("_mz_key").to_pylist(), table.column("_mz_count").to_pylist(),
+                       strict=True))
+
+
+def _normal(rows: list[tuple]) -> Counter:
+    return Counter(tuple(round(float(v), 6) if isinstance(v, int | float | Decimal)
+                         and not isinstance(v, bool) else v for v in r) for r in rows)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck),
+          phases=[Phase.explicit, Phase.reuse, Phase.generate], print_blob=True)
+@given(batches=st.lists(st.tuples(t_rows, u_rows, small), min_size=2, max_size=3))
+def test_both_executors_agree_with_each_other_and_with_duckdb(
+        tmp_path_factory: pytest.TempPathFactory, batches: list) -> None:
+    root = tmp_path_factory.mktemp("executors")
+    db = duckdb.connect()
+    db.execute(SETUP.replace("text", "varchar"))
+    conns = {}
+    for executor in ("spark", "local"):
+        conn = conns[executor] = mzflow.connect(str(root / executor))
+        conn.execute(f"ALTER SYSTEM SET tick_executor = '{executor}'")
+        conn.execute("ALTER SYSTEM SET recompute_share = 1000")  # tiny tables: no switch
+        conn.execute("CREATE CLUSTER c")
+        conn.execute(SETUP)
+        for name, sql in VIEWS.items():
+            conn.execute(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER c AS {sql}")
+        conn.tick(cluster="c")
+    try:
+        for step, (ins_t, ins_u, cut) in enumerate(batches):
+            writes = [_insert("t", ins_t)] if ins_t else []
+            writes += [_insert("u", ins_u)] if ins_u else []
+            writes += [f"DELETE FROM t WHERE b = {cut}", f"DELETE FROM u WHERE e = {cut + 1}"]
+            for w in writes:
+                db.execute(w)
+                for conn in conns.values():
+                    conn.execute(w)
+            for executor, conn in conns.items():
+                for report in conn.tick(cluster="c"):
+                    assert report.error is None, report.line()
+                    if (executor == "local" and report.strategy.startswith("incremental")
+                            and report.upper_after > report.upper_before):
+                        assert (report.executor or "").startswith("local"), report.line()
+            for name, sql in VIEWS.items():
+                want = _normal(db.execute(sql).fetchall())
+                for executor, conn in conns.items():
+                    got = conn.execute(f"SET cluster = c; SELECT * FROM {name}").rows
+                    conn.execute("SET cluster = default")
+                    assert _normal(got) == want, (executor, name, step)
+                assert _index_rows(conns["spark"], name) == _index_rows(conns["local"], name), (
+                    name, step)
+    finally:
+        for conn in conns.values():
+            conn.close()
+
+
+def test_an_expression_the_process_cannot_evaluate_runs_on_spark(tmp_path: Path) -> None:
+    """The capability check is the evaluator itself: a function only Spark's path has
+    sends the tick to Spark, with the reason in its line, and later ticks straight there."""
+    with mzflow.connect(str(tmp_path / "h")) as conn:
+        conn.execute("ALTER SYSTEM SET tick_executor = 'local'")
+        conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+        conn.execute("CREATE CLUSTER c")
+        conn.execute("CREATE TABLE t (a int, s text)")
+        conn.execute("INSERT INTO t VALUES (1, 'a b')")
+        conn.execute("CREATE MATERIALIZED VIEW v IN CLUSTER c AS "
+                     "SELECT a, translate(s, 'ac', 'xy') AS w FROM t")
+        conn.tick(cluster="c")
+        reasons = []
+        for i in range(2):
+            conn.execute(f"INSERT INTO t VALUES ({i + 2}, 'c d')")
+            (report,) = conn.tick(cluster="c")
+            reasons.append(report.executor or "")
+        got = sorted(conn.execute("SET cluster = c; SELECT * FROM v").rows)
+    assert got == [(1, "x b"), (2, "y d"), (3, "y d")]
+    assert all(r.startswith("spark (in process: ") and "translate" in r for r in reasons), (
+        reasons)
+
+
+def test_a_large_batch_runs_on_spark_and_a_small_one_in_process(tmp_path: Path) -> None:
+    with mzflow.connect(str(tmp_path / "h")) as conn:
+        conn.execute("ALTER SYSTEM SET local_tick_rows = 5")
+        conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+        conn.execute("CREATE CLUSTER c")
+        conn.execute("CREATE TABLE t (a int, b int)")
+        conn.execute("INSERT INTO t VALUES (1, 1)")
+        conn.execute("CREATE MATERIALIZED VIEW v IN CLUSTER c AS "
+                     "SELECT a, sum(b) AS s FROM t GROUP BY a")
+        conn.tick(cluster="c")
+        conn.execute("INSERT INTO t VALUES (1, 2), (2, 3)")
+        (small_tick,) = conn.tick(cluster="c")
+        conn.execute("INSERT INTO t SELECT x % 3, x FROM generate_series(1, 20) AS x")
+        (large_tick,) = conn.tick(cluster="c")
+        got = dict(conn.execute("SET cluster = c; SELECT * FROM v").rows)
+    assert (small_tick.executor or "").startswith("local (batch of 2 rows)"), small_tick.line()
+    assert (large_tick.executor or "").startswith("spark (batch of 20 rows > local_tick_rows 5)"), (
+        large_tick.line())
+    assert "executor local" in small_tick.line()
+    want = {1: 1 + 2 + sum(x for x in range(1, 21) if x % 3 == 1),
+            2: 3 + sum(x for x in range(1, 21) if x % 3 == 2),
+            0: sum(x for x in range(1, 21) if x % 3 == 0)}
+    assert got == want
