@@ -170,3 +170,78 @@ def test_a_large_batch_runs_on_spark_and_a_small_one_in_process(tmp_path: Path) 
             2: 3 + sum(x for x in range(1, 21) if x % 3 == 2),
             0: sum(x for x in range(1, 21) if x % 3 == 0)}
     assert got == want
+
+
+_KILLER = """
+import os, signal, sys
+import mzflow
+point = sys.argv[2]
+
+def dying(module, name, after=True):
+    original = getattr(module, name)
+    def wrapped(*args, **kwargs):
+        out = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return out
+    setattr(module, name, wrapped)
+
+if point == "hydration":
+    from mzflow.maintain import hot
+    dying(hot, "hydrate")
+elif point == "local tick":
+    from mzflow.incremental.local import state
+    dying(state, "run")
+elif point == "state commit":
+    from mzflow.incremental.rules.reduce_state import KeptState
+    dying(KeptState, "commit")
+else:
+    from mzflow.maintain.tick import commit
+    dying(commit, "commit")
+conn = mzflow.connect(sys.argv[1])
+conn.tick(cluster="c")
+"""
+KILLED_VIEW = ("SELECT u.e, count(*) AS n, sum(t.b) AS s FROM t JOIN u ON t.a = u.a "
+               "GROUP BY u.e")
+
+
+@pytest.mark.parametrize("point", ["hydration", "local tick", "state commit", "index commit"])
+def test_a_local_tick_killed_anywhere_loses_and_duplicates_nothing(
+        tmp_path: Path, point: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (a int, b int); CREATE TABLE u (a int, e int)")
+    first = ["INSERT INTO t SELECT x % 10, x FROM generate_series(1, 200) AS x",
+             "INSERT INTO u SELECT x, x % 3 FROM generate_series(0, 9) AS x"]
+    batch = ["INSERT INTO t VALUES (1, 1000), (2, 2000)", "DELETE FROM t WHERE b < 5",
+             "DELETE FROM u WHERE a = 7"]
+    with mzflow.connect(str(tmp_path / "h")) as conn:
+        conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+        conn.execute("CREATE CLUSTER c; CREATE TABLE t (a int, b int); "
+                     "CREATE TABLE u (a int, e int)")
+        for w in first:
+            conn.execute(w)
+            db.execute(w)
+        conn.execute(f"CREATE MATERIALIZED VIEW v IN CLUSTER c AS {KILLED_VIEW}")
+        conn.tick(cluster="c")
+        for w in batch:
+            conn.execute(w)
+            db.execute(w)
+        child = subprocess.run([sys.executable, "-c", _KILLER, str(conn.config.home), point],
+                               env={**os.environ}, capture_output=True, timeout=600)
+        assert child.returncode == -signal.SIGKILL, child.stderr.decode()[-2000:]
+        (report,) = conn.tick(cluster="c")  # this process: hydrates its own, ticks again
+        assert report.error is None, report.line()
+        if point != "index commit":
+            assert (report.executor or "").startswith("local"), report.line()
+        got = conn.execute("SET cluster = c; SELECT * FROM v").rows
+        conn.execute("SET cluster = default")
+        assert _normal(got) == _normal(db.execute(KILLED_VIEW).fetchall())
+        conn.execute("INSERT INTO t VALUES (8, 8)")
+        db.execute("INSERT INTO t VALUES (8, 8)")
+        (again,) = conn.tick(cluster="c")
+        got = conn.execute("SET cluster = c; SELECT * FROM v").rows
+        assert _normal(got) == _normal(db.execute(KILLED_VIEW).fetchall()), again.line()

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark]
 def test_spark_jobs_are_counted_and_recorded(tmp_path: Path) -> None:
     with mzflow.connect(str(tmp_path / "home")) as conn:
         conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+        conn.execute("ALTER SYSTEM SET tick_executor = 'spark'")
         conn.execute("CREATE CLUSTER c; CREATE TABLE t (a int, b int); "
                      "CREATE MATERIALIZED VIEW m IN CLUSTER c AS "
                      "SELECT a, count(*) AS n, sum(b) AS s FROM t GROUP BY a")
@@ -36,6 +37,12 @@ def test_spark_jobs_are_counted_and_recorded(tmp_path: Path) -> None:
         # Nothing to do: no Spark job at all.
         (idle,) = conn.tick(cluster="c")
         assert idle.spark_jobs == 0
+        # In process (the default for a small batch): no Spark job either.
+        conn.execute("ALTER SYSTEM SET tick_executor = 'auto'")
+        conn.execute("INSERT INTO t VALUES (3, 1)")
+        (local,) = conn.tick(cluster="c")
+        assert (local.executor or "").startswith("local") and local.spark_jobs == 0, (
+            local.line())
         print(f"state-mode tick of a one-table GROUP BY: {report.spark_jobs} Spark jobs")
 
 

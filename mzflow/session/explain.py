@@ -15,9 +15,11 @@ from sqlglot import exp
 from sqlglot.planner import Plan as StepPlan
 from sqlglot.planner import Step
 
+from mzflow import config
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.errors import Unsupported, WrongObjectType
+from mzflow.incremental import local
 from mzflow.incremental.arrangements import needs
 from mzflow.incremental.plan import derive, explain, plan_query
 from mzflow.read import reads
@@ -60,7 +62,8 @@ def explain_object(snap: Snapshot, name: str, kind: str,
         cluster = snap.cluster(index.cluster_id)
         lines += [f"Maintained: {plan.on.qualified_name} by {index.qualified_name} in cluster "
                   f"{cluster.name if cluster else '?'}",
-                  f"Strategy: {plan.strategy.describe()}", f"Tick mode: {plan.mode}"]
+                  f"Strategy: {plan.strategy.describe()}", f"Tick mode: {plan.mode}",
+                  f"Executor: {local.describe(plan, config.tuning(snap.settings))}"]
         switched = last_tick(index) if last_tick is not None else None
         if switched:
             lines.append(f"Last tick: {switched}")

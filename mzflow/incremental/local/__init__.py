@@ -20,6 +20,7 @@ from mzflow.incremental.modes import Mode
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
+    from mzflow.config import Tuning
     from mzflow.incremental.plan import ChangePlan
 
 
@@ -59,3 +60,18 @@ def refusal(plan: ChangePlan, topk_margin: int) -> str | None:
         if isinstance(n, ir.Reduce) and not n.keys:
             return "a GROUP BY without keys inside the plan is recomputed whole"
     return None
+
+
+def describe(plan: ChangePlan, tuning: Tuning) -> str:
+    """EXPLAIN's ``Executor:`` line: where the plan's incremental ticks run."""
+    if plan.mode == Mode.RECOMPUTE:
+        return "Spark (every tick recomputes)"
+    if tuning.tick_executor == "spark":
+        return "Spark (tick_executor = 'spark')"
+    why = refusal(plan, tuning.topk_margin)
+    if why is not None:
+        return f"Spark ({why})"
+    if tuning.tick_executor == "local":
+        return "in process whenever it can run the tick exactly (tick_executor = 'local')"
+    return (f"in process for batches of up to {tuning.local_tick_rows} change rows, else "
+            "Spark; first ticks and state rebuilds on Spark")
