@@ -118,6 +118,8 @@ def test_a_join_reads_only_matching_rows_from_memory_as_the_table_grows(tmp_path
             sizes = conn.execute("SELECT key, rows, bytes FROM mz_arrangements ORDER BY key").rows
             assert [k for k, _, _ in sizes] == ["ok", "ok"], sizes
             assert all(r and b for _, r, b in sizes), sizes
+            held = conn.execute("SELECT key, records, size FROM mz_arrangement_sizes").rows
+            assert len(held) == 2 and all(r >= orders and b > 0 for _, r, b in held), held
             seen.append(report.rows_read)
     assert seen[1] <= seen[0] + 2, seen  # 10x the table, the same rows read
 

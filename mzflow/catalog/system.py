@@ -195,6 +195,12 @@ TABLES: dict[str, SystemTable] = {
                     _cols("id text, object_id text, cluster_id bigint, key text, "
                           "rows bigint null, bytes bigint null, files bigint null, "
                           "records_read_last_tick bigint null"), (), lambda snap: []),
+        # An arrangement held in a ticking process's memory (maintain/hot.py), as its
+        # last tick left it: Materialize's mz_arrangement_sizes, per arrangement.
+        SystemTable("mz_arrangement_sizes",
+                    _cols("object_id text, cluster_id bigint, key text, records bigint, "
+                          "batches bigint, size bigint, "
+                          "hydration_seconds double precision null"), (), lambda snap: []),
         # Projections: the catalog's part here, their storage's in projections/manage.py.
         SystemTable("mz_projections",
                     _cols("id text, table_id text, name text, kind text, definition text, "

@@ -110,3 +110,19 @@ def rows(snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
             out.append((need.id, need.item_id, cluster_id, need.column, n_rows, n_bytes,
                         n_files, reads))
     return out
+
+
+def sizes(snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
+    """mz_arrangement_sizes: (object_id, cluster_id, key, records, batches, size,
+    hydration_seconds) of each wanted arrangement a ticking process holds in memory."""
+    out: list[tuple[Any, ...]] = []
+    for cluster_id, found in sorted(wanted(snap).items()):
+        for need in sorted(found):
+            path = paths.arrangement(warehouse, cluster_id, need.item_id, need.column)
+            try:
+                held = json.loads((path / hot.STATS_FILE).read_text())
+            except (OSError, ValueError):
+                continue
+            out.append((need.item_id, cluster_id, need.column, held.get("records"),
+                        held.get("parts"), held.get("bytes"), held.get("hydration_seconds")))
+    return out

@@ -37,6 +37,8 @@ def read_sources(store: Store, warehouse: Path) -> ReadSources:
     sources.add_rows(["mz_read_holds"], lambda snap: holds.rows(store))
     # from storage: the arrangement shards, the index shards' tick commits
     sources.add_rows(["mz_arrangements"], partial(arrangements.rows, warehouse=warehouse))
+    sources.add_rows(["mz_arrangement_sizes"], partial(arrangements.sizes,
+                                                       warehouse=warehouse))
     sources.add_rows(["mz_wallclock_lag_history"],
                      partial(freshness.lag_history, warehouse=warehouse))
     sources.add_rows(["mz_hydration_statuses"],
