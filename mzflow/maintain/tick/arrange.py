@@ -27,12 +27,14 @@ import pyarrow as pa
 
 from mzflow import caches
 from mzflow.catalog import sizes
-from mzflow.catalog.model import Snapshot
+from mzflow.catalog.model import INDEX, Snapshot
 from mzflow.config import Tuning
+from mzflow.errors import Error
 from mzflow.incremental import columns
 from mzflow.incremental.arrangements import Need, needs
 from mzflow.incremental.dataflow import Input
 from mzflow.incremental.modes import Side
+from mzflow.incremental.plan import derive
 from mzflow.maintain import hot as hot_mod
 from mzflow.maintain.hot import Hot
 from mzflow.plan.ir import Node
@@ -122,7 +124,7 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
     by_item: dict[str, list[Need]] = {}
     for need in sorted(set(needs(root)) | set(extra)):
         by_item.setdefault(need.item_id, []).append(need)
-    used = columns.stored(root)
+    used = _cluster_columns(snap, cluster_id, root)
     cluster = snap.cluster(cluster_id)
     budget = int(tuning.hot_memory_share * sizes.of_cluster(
         cluster.virtual if cluster else True, cluster.size if cluster else None).memory_bytes)
@@ -131,20 +133,71 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
         item_id = ref_item(root, ref)
         arranged = dict(inp.arranged)
         for need in by_item.get(item_id, []):
-            table = Shard.shared(paths.table(warehouse, item_id))
-            if tuning.hot_arrangements:
-                hot = _hot(warehouse, cluster_id, need, table, inp,
-                           used.get(item_id, frozenset()), budget)
-                if hot is not None:
-                    arranged[need.column] = HotArranged(need, hot, inp.versions, paths.arrangement(
-                        warehouse, cluster_id, need.item_id, need.column))
-                    continue
-            arr = shard(warehouse, cluster_id, need)
-            _catch_up(arr, table, inp, at, tuning)
-            arranged[need.column] = Arranged(need, arr, arr.batches(), inp.versions,
-                                             tuning.lookup_rows)
+            def resolve(need: Need = need, inp: Input = inp, item_id: str = item_id
+                        ) -> Arranged | HotArranged:
+                table = Shard.shared(paths.table(warehouse, item_id))
+                if tuning.hot_arrangements:
+                    hot = _hot(warehouse, cluster_id, need, table, inp,
+                               used.get(item_id, frozenset()), budget)
+                    if hot is not None:
+                        return HotArranged(need, hot, inp.versions, paths.arrangement(
+                            warehouse, cluster_id, need.item_id, need.column))
+                arr = shard(warehouse, cluster_id, need)
+                _catch_up(arr, table, inp, at, tuning)
+                return Arranged(need, arr, arr.batches(), inp.versions, tuning.lookup_rows)
+            lazy = Lazy(need, resolve)
+            if inp.versions[Side.OLD] is None and not tuning.hot_arrangements:
+                lazy.resolved()  # a first tick builds every one (mz_arrangements shows them)
+            arranged[need.column] = lazy
         out[ref] = dataclasses.replace(inp, arranged=arranged)
     return out
+
+
+@dataclass
+class Lazy:
+    """An arrangement brought up to the tick's time on its first lookup: a tick whose
+    batch never reaches a table (Q5's line items by supplier, while suppliers do not
+    change) neither hydrates nor appends to it."""
+
+    need: Need
+    resolve: Callable[[], Arranged | HotArranged]
+    done: Arranged | HotArranged | None = None
+
+    def resolved(self) -> Arranged | HotArranged:
+        if self.done is None:
+            self.done = self.resolve()
+        return self.done
+
+    def lookup(self, side: Side, values: Sequence[Any], columns: list[str]) -> Lookup | None:
+        return self.resolved().lookup(side, values, columns)
+
+
+# (installation, catalog version, cluster) → the stored columns its indexes' plans read,
+# per table: an arrangement in memory keeps them all, so the next view's tick does not
+# hydrate it again with more columns.
+_CLUSTER_COLUMNS = caches.lru("maintain.cluster_columns", 256)
+
+
+def _cluster_columns(snap: Snapshot, cluster_id: int, root: Node
+                     ) -> dict[str, frozenset[str]]:
+    key = (snap.installation_id, snap.version, cluster_id)
+    found = _CLUSTER_COLUMNS.get(key)
+    if found is None:
+        union: dict[str, set[str]] = {}
+        for index in snap.items:
+            if index.kind != INDEX or index.cluster_id != cluster_id or index.on_id is None:
+                continue
+            try:
+                plan = derive(snap, index)
+            except Error:  # cannot be planned: recomputed, looks nothing up
+                continue
+            if plan.root is not None:
+                for item, cols in columns.stored(plan.root).items():
+                    union.setdefault(item, set()).update(cols)
+        found = _CLUSTER_COLUMNS[key] = {k: frozenset(v) for k, v in union.items()}
+    own = columns.stored(root)
+    return {k: found.get(k, frozenset()) | own.get(k, frozenset())
+            for k in set(found) | set(own)}
 
 
 # In-memory arrangements, process-wide: (warehouse, cluster id, table, key) → Hot.
@@ -225,8 +278,11 @@ def _caught_up(hot: Hot, table: Shard, version: int, inp: Input) -> Hot | None:
     return hot
 
 
-def record(a: Arranged | HotArranged) -> None:
+def record(lazy: Lazy) -> None:
     """What the tick's lookups read, for mz_arrangements and mz_arrangement_sizes."""
+    a = lazy.done
+    if a is None:  # not looked up this tick
+        return
     path = a.path if isinstance(a, HotArranged) else a.shard.path
     if isinstance(a, HotArranged):
         hot_mod.write_stats(path, a.hot)
