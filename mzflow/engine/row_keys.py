@@ -38,8 +38,12 @@ from mzflow.storage.types import parse_type
 
 # Jackson's short escapes; every other control character is \u00XX.
 _SHORT = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
+_ESCAPES = {chr(code): _SHORT.get(code, f"\\u{code:04X}") for code in range(0x20)}
 _CONTROL = r"[\x00-\x1f]"
 _DAY_US = 86_400_000_000
+# Days since the epoch of 0000-01-01 and 9999-12-31: between them Arrow's own date
+# formatting writes what java.time's uuuu-MM-dd writes (checked day by day).
+_FOUR_DIGITS = (-719_528, 2_932_896)
 
 
 def row_keys(table: pa.Table, pg_types: Sequence[str]) -> pa.Array | None:
@@ -101,10 +105,12 @@ def _text(values: pa.Array) -> pa.Array | None:
 def _quoted(values: pa.Array) -> pa.Array:
     text = pc.replace_substring(values, "\\", "\\\\")
     text = pc.replace_substring(text, '"', '\\"')
-    if pc.any(pc.match_substring_regex(text, _CONTROL)).as_py():
-        for code in range(0x20):
-            text = pc.replace_substring(text, chr(code),
-                                        _SHORT.get(code, f"\\u{code:04X}"))
+    control = pc.fill_null(pc.match_substring_regex(text, _CONTROL), False)
+    if pc.any(control).as_py():  # rare: one pass over those rows per character present
+        rows = text.filter(control)
+        for char in sorted(set("".join(rows.to_pylist())) & _ESCAPES.keys()):
+            rows = pc.replace_substring(rows, char, _ESCAPES[char])
+        text = pc.replace_with_mask(text, control, rows)
     return _quote(text)
 
 
@@ -147,6 +153,8 @@ def _padded(n: np.ndarray, width: int) -> pa.Array:
 
 
 def _date(days: np.ndarray) -> pa.Array:
+    if not len(days) or (days.min() >= _FOUR_DIGITS[0] and days.max() <= _FOUR_DIGITS[1]):
+        return pa.array(days.astype(np.int32)).cast(pa.date32()).cast(pa.string())
     year, month, day = _civil(days)
     # java.time's uuuu: four digits at least, a sign when the year is outside 0-9999
     digits = _padded(np.abs(year), 4)
@@ -170,7 +178,9 @@ def _sha256(json: pa.Array) -> pa.Array:
     json = json.cast(pa.string())
     n = len(json)
     offsets = np.frombuffer(json.buffers()[1], np.int32)[json.offset:json.offset + n + 1]
-    data = memoryview(json.buffers()[2] or b"")
+    data = json.buffers()[2].to_pybytes() if json.buffers()[2] is not None else b""
     bounds = offsets.tolist()
-    return pa.array([hashlib.sha256(data[bounds[i]:bounds[i + 1]]).hexdigest()
-                     for i in range(n)], pa.string())
+    sha256 = hashlib.sha256
+    return pa.array([sha256(data[a:b]).hexdigest() for a, b in zip(bounds, bounds[1:],
+                                                                    strict=False)],
+                    pa.string())
