@@ -146,8 +146,10 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
                 _catch_up(arr, table, inp, at, tuning)
                 return Arranged(need, arr, arr.batches(), inp.versions, tuning.lookup_rows)
             lazy = Lazy(need, resolve)
-            if inp.versions[Side.OLD] is None and not tuning.hot_arrangements:
-                lazy.resolved()  # a first tick builds every one (mz_arrangements shows them)
+            if not tuning.hot_arrangements or need in extra:
+                # Delta-backed ones are kept by every tick, as mz_arrangements shows them,
+                # and an index that is an arrangement is kept by its own ticks.
+                lazy.resolved()
             arranged[need.column] = lazy
         out[ref] = dataclasses.replace(inp, arranged=arranged)
     return out
@@ -155,9 +157,9 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
 
 @dataclass
 class Lazy:
-    """An arrangement brought up to the tick's time on its first lookup: a tick whose
-    batch never reaches a table (Q5's line items by supplier, while suppliers do not
-    change) neither hydrates nor appends to it."""
+    """An arrangement brought up to the tick's time on its first lookup: in memory, a
+    tick whose batch never reaches a table (Q5's line items by supplier, while
+    suppliers do not change) does not hydrate it."""
 
     need: Need
     resolve: Callable[[], Arranged | HotArranged]
