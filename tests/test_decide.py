@@ -13,6 +13,7 @@ from mzflow.incremental.decide import (
     SECONDS_KEY,
     Facts,
     decide,
+    executor,
 )
 from mzflow.incremental.modes import Mode
 from mzflow.reasons import R_BATCH, R_FIRST, R_MEASURED, R_MEASURING, R_REFRESH
@@ -82,3 +83,26 @@ def test_a_join_recomputes_from_a_far_smaller_batch_share() -> None:
     # the share is tunable, and recompute_share >= 1 turns it off with the other switches
     assert decide(joined, Tuning(join_recompute_share=0.05)).mode == STATE
     assert decide(joined, Tuning(recompute_share=1000)).mode == STATE
+
+
+EXECUTOR_CASES = [
+    # planned, since, batch, refusal, tick_executor → executor, reason (start)
+    (STATE, 9, 100, None, "auto", "local", "batch of 100 rows"),
+    (DELTA, 9, 100, None, "auto", "local", "batch of 100 rows"),
+    (STATE, 9, 300_000, None, "auto", "spark", "batch of 300000 rows > local_tick_rows"),
+    (STATE, 9, 300_000, None, "local", "local", "batch of 300000 rows"),
+    (STATE, 9, 100, None, "spark", "spark", "tick_executor = 'spark'"),
+    (STATE, 9, 100, "Window has no in-process path yet", "auto", "spark", "Window"),
+    (STATE, -1, 100, None, "local", "spark", "reads every input row"),  # a rebuild
+    (FULL, 9, 100, None, "local", "spark", "reads every input row"),
+]
+
+
+@pytest.mark.parametrize(("planned", "since", "batch", "refusal", "setting", "where", "why"),
+                         EXECUTOR_CASES)
+def test_executor(planned: Mode, since: int, batch: int, refusal: str | None, setting: str,
+                  where: str, why: str) -> None:
+    t = Tuning(tick_executor=setting, recompute_share=1000)
+    f = Facts(planned, since, [], batch, 10_000_000, local_refusal=refusal)
+    got = executor(f, t, decide(f, t))
+    assert got[0] == where and got[1].startswith(why), got
