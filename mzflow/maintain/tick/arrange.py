@@ -175,8 +175,8 @@ class Lazy:
 
 
 # (installation, catalog version, cluster) → the stored columns its indexes' plans read,
-# per table: an arrangement in memory keeps them all, so the next view's tick does not
-# hydrate it again with more columns.
+# per table they look keys up in: an arrangement in memory keeps them all, so the next
+# view's tick does not hydrate it again with more columns.
 _CLUSTER_COLUMNS = caches.lru("maintain.cluster_columns", 256)
 
 
@@ -194,8 +194,10 @@ def _cluster_columns(snap: Snapshot, cluster_id: int, root: Node
             except Error:  # cannot be planned: recomputed, looks nothing up
                 continue
             if plan.root is not None:
+                arranged = {n.item_id for n in needs(plan.root)}
                 for item, cols in columns.stored(plan.root).items():
-                    union.setdefault(item, set()).update(cols)
+                    if item in arranged:  # a view that only scans the table adds nothing
+                        union.setdefault(item, set()).update(cols)
         found = _CLUSTER_COLUMNS[key] = {k: frozenset(v) for k, v in union.items()}
     own = columns.stored(root)
     return {k: found.get(k, frozenset()) | own.get(k, frozenset())
