@@ -212,6 +212,9 @@ class Tuning:
         "(tests of that path).")})
     local_tick_rows: int = field(default=200_000, metadata={"doc": (
         "'auto' runs a tick in process when its batch has at most this many change rows.")})
+    local_join_recompute_share: float = field(default=0.1, metadata={"doc": (
+        "join_recompute_share for a tick that runs in process, where a lookup costs "
+        "microseconds rather than a share of a Spark job.")})
     local_read_rows: int = field(default=2_000_000, metadata={"doc": (
         "An in-process tick that would read more rows than this from a table's files "
         "(no arrangement serves the lookup) runs on Spark instead.")})

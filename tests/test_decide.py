@@ -85,6 +85,17 @@ def test_a_join_recomputes_from_a_far_smaller_batch_share() -> None:
     assert decide(joined, Tuning(recompute_share=1000)).mode == STATE
 
 
+def test_a_join_that_ticks_in_process_stays_incremental_for_larger_batches() -> None:
+    # In process a lookup costs microseconds: 2 % stays incremental, 20 % recomputes.
+    local = Facts(STATE, 9, [], 20, 1000, joins=True, local_refusal=None)
+    assert decide(local, Tuning()).mode == STATE
+    large = Facts(STATE, 9, [], 200, 1000, joins=True, local_refusal=None)
+    assert (decide(large, Tuning()).mode, decide(large, Tuning()).reason) == (FULL, R_BATCH)
+    # ... unless the batch is too large for the process: Spark's prior again
+    assert decide(local, Tuning(local_tick_rows=10)).reason == R_BATCH
+    assert decide(local, Tuning(tick_executor="spark")).reason == R_BATCH
+
+
 EXECUTOR_CASES = [
     # planned, since, batch, refusal, tick_executor → executor, reason (start)
     (STATE, 9, 100, None, "auto", "local", "batch of 100 rows"),

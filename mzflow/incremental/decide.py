@@ -20,6 +20,7 @@ from mzflow.reasons import R_BATCH, R_FIRST, R_MEASURED, R_MEASURING, R_REFRESH
 from mzflow.storage.delta import TS_KEY
 
 DEFAULT = Tuning()
+LOCAL, SPARK = "local", "spark"  # where an incremental tick runs (executor)
 
 # Commit metadata of a tick (Delta commitInfo), read back by the next decisions.
 MODE_KEY, SECONDS_KEY, BATCH_KEY, ROWS_KEY, REASON_KEY = (
@@ -44,7 +45,12 @@ class Facts:
     full_refresh: bool = False
     joins: bool = False  # the view reads more than one table reference
     # why the in-process executor cannot run this plan (None: it can; incremental/local/)
-    local_refusal: str | None = None
+    local_refusal: str | None = "not checked"
+
+    def local(self, t: Tuning) -> bool:
+        """An incremental tick of this batch would run in process."""
+        return (self.local_refusal is None and t.tick_executor != SPARK
+                and (t.tick_executor == LOCAL or self.batch_rows <= t.local_tick_rows))
 
     @property
     def first(self) -> bool:
@@ -74,8 +80,11 @@ def decide(f: Facts, t: Tuning) -> Decision:
     # row (a lookup per key in every other input), so its break-even share is far
     # lower. State mode too: a recompute leaves the state behind, but rebuilding it
     # later costs about one recompute, and a large batch's delta join costs several.
+    # In process, a lookup costs microseconds, not a share of a Spark job: the prior
+    # is far higher there.
+    join_share = t.local_join_recompute_share if f.local(t) else t.join_recompute_share
     if (switches and f.joins and not f.first and f.planned in (Mode.DELTA, Mode.STATE)
-            and large(f.batch_rows, f.input_rows, t.join_recompute_share)):
+            and large(f.batch_rows, f.input_rows, join_share)):
         return Decision(Mode.RECOMPUTE, R_BATCH)
     slower = (measured_slower(f.history, f.batch_rows, f.input_rows, t)
               if switches and f.history else None)
@@ -92,9 +101,6 @@ def decide(f: Facts, t: Tuning) -> Decision:
     return Decision(f.planned)
 
 
-LOCAL, SPARK = "local", "spark"
-
-
 def executor(f: Facts, t: Tuning, d: Decision) -> tuple[str, str]:
     """Where an incremental tick runs, and why: in process (Arrow) when its batch is
     small and the plan's operators and expressions all have an in-process path; else
@@ -105,7 +111,7 @@ def executor(f: Facts, t: Tuning, d: Decision) -> tuple[str, str]:
         return SPARK, "tick_executor = 'spark'"
     if f.local_refusal is not None:
         return SPARK, f.local_refusal
-    if t.tick_executor != LOCAL and f.batch_rows > t.local_tick_rows:
+    if not f.local(t):
         return SPARK, f"batch of {f.batch_rows} rows > local_tick_rows {t.local_tick_rows}"
     return LOCAL, f"batch of {f.batch_rows} rows"
 
