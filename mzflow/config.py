@@ -210,7 +210,7 @@ class Tuning:
         "Where incremental ticks run: 'auto' runs a small batch in process (Arrow) and a "
         "large one on Spark; 'spark' always Spark; 'local' in process whenever it can "
         "(tests of that path).")})
-    local_tick_rows: int = field(default=200_000, metadata={"doc": (
+    local_tick_rows: int = field(default=1_500_000, metadata={"doc": (
         "'auto' runs a tick in process when its batch has at most this many change rows.")})
     local_join_recompute_share: float = field(default=0.1, metadata={"doc": (
         "join_recompute_share for a tick that runs in process, where a lookup costs "

@@ -117,3 +117,17 @@ def test_executor(planned: Mode, since: int, batch: int, refusal: str | None, se
     f = Facts(planned, since, [], batch, 10_000_000, local_refusal=refusal)
     got = executor(f, t, decide(f, t))
     assert got[0] == where and got[1].startswith(why), got
+
+
+def test_the_cost_switch_compares_ticks_of_the_same_executor() -> None:
+    from mzflow.incremental.decide import EXECUTOR_KEY, measured_slower
+
+    local_slow = {**tick(STATE, 9.0, ts=9), EXECUTOR_KEY: "local (batch of 10 rows)"}
+    history = [local_slow, tick(STATE, 9.0, ts=8) | {EXECUTOR_KEY: "local (x)"},
+               tick(FULL, 3.0, ts=7)]
+    # In process, its own slow ticks say recompute ...
+    assert measured_slower(history, 10, 1000, Tuning(), True) is not None
+    # ... but they say nothing of a tick that would run on Spark (none measured there).
+    assert measured_slower(history, 10, 1000, Tuning(), False) is None
+    # Ticks from before executors were recorded ran on Spark.
+    assert measured_slower(SLOW, 10, 1000, Tuning(), False) is not None

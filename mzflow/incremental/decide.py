@@ -27,6 +27,7 @@ MODE_KEY, SECONDS_KEY, BATCH_KEY, ROWS_KEY, REASON_KEY = (
     "mzflow.mode", "mzflow.seconds", "mzflow.batch_rows", "mzflow.input_rows",
     "mzflow.reason")
 DETAIL_KEY = "mzflow.strategy"
+EXECUTOR_KEY = "mzflow.executor"  # in process or Spark, and why (incremental/local/)
 JOBS_KEY = "mzflow.spark_jobs"  # Spark jobs the tick ran
 COLD_KEY = "mzflow.cold"  # the first tick: Spark and caches are cold, its cost says little
 # A state-mode tick that also timed a recompute it did not commit (R014 without losing
@@ -86,7 +87,7 @@ def decide(f: Facts, t: Tuning) -> Decision:
     if (switches and f.joins and not f.first and f.planned in (Mode.DELTA, Mode.STATE)
             and large(f.batch_rows, f.input_rows, join_share)):
         return Decision(Mode.RECOMPUTE, R_BATCH)
-    slower = (measured_slower(f.history, f.batch_rows, f.input_rows, t)
+    slower = (measured_slower(f.history, f.batch_rows, f.input_rows, t, f.local(t))
               if switches and f.history else None)
     if slower is not None:
         return Decision(Mode.RECOMPUTE, R_MEASURED, detail=f" [{slower}]")
@@ -132,7 +133,7 @@ def state_behind(history: Sequence[Mapping[str, Any]], since: int) -> bool:
 
 
 def measured_slower(history: Sequence[Mapping[str, Any]], batch_rows: int, input_rows: int,
-                    t: Tuning = DEFAULT) -> str | None:
+                    t: Tuning = DEFAULT, local: bool = False) -> str | None:
     """Whether to recompute, from an index's tick history (newest first): the cost of
     an incremental tick of this batch, fitted to its recent incremental ticks, against
     its last warm recompute scaled to these inputs. None: go incremental. After a state
@@ -140,8 +141,11 @@ def measured_slower(history: Sequence[Mapping[str, Any]], batch_rows: int, input
     recomputes in a row incremental gets another chance (batches change)."""
     if not history or history[0].get(MODE_KEY) == Mode.REBUILD:
         return None
+    # Only ticks on the executor this one would use predict it: an in-process tick of
+    # 6 k rows says nothing about a Spark tick of 1.2 M.
     incs = [(int(h.get(BATCH_KEY, 1)), _incremental_seconds(h)) for h in history
-            if h.get(MODE_KEY) in (Mode.DELTA, Mode.STATE) and SECONDS_KEY in h]
+            if h.get(MODE_KEY) in (Mode.DELTA, Mode.STATE) and SECONDS_KEY in h
+            and str(h.get(EXECUTOR_KEY, SPARK)).startswith(LOCAL) == local]
     rec = next((h for h in history if recompute_seconds(h) is not None), None)
     if not incs or rec is None:
         return None

@@ -26,7 +26,16 @@ from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
 from mzflow.incremental import local
-from mzflow.incremental.decide import DETAIL_KEY, LOCAL, SPARK, Decision, Facts, decide, executor
+from mzflow.incremental.decide import (
+    DETAIL_KEY,
+    EXECUTOR_KEY,
+    LOCAL,
+    SPARK,
+    Decision,
+    Facts,
+    decide,
+    executor,
+)
 from mzflow.incremental.modes import Mode, StrategyKind
 from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.incremental.rules.base import Strategy
@@ -79,7 +88,6 @@ class TickReport:
 
 
 SPARK_KEY = "mzflow.spark"  # where the tick ran (clusters/servers.py)
-EXECUTOR_KEY = "mzflow.executor"  # in process or Spark, and why (incremental/local/)
 
 # Plans the in-process executor refused for good (an expression it cannot evaluate):
 # (installation, catalog version, index id) → why. Their next ticks go to Spark.
