@@ -100,8 +100,8 @@ EXECUTOR_CASES = [
     # planned, since, batch, refusal, tick_executor → executor, reason (start)
     (STATE, 9, 100, None, "auto", "local", "batch of 100 rows"),
     (DELTA, 9, 100, None, "auto", "local", "batch of 100 rows"),
-    (STATE, 9, 300_000, None, "auto", "spark", "batch of 300000 rows > local_tick_rows"),
-    (STATE, 9, 300_000, None, "local", "local", "batch of 300000 rows"),
+    (STATE, 9, 3_000_000, None, "auto", "spark", "batch of 3000000 rows > local_tick_rows"),
+    (STATE, 9, 3_000_000, None, "local", "local", "batch of 3000000 rows"),
     (STATE, 9, 100, None, "spark", "spark", "tick_executor = 'spark'"),
     (STATE, 9, 100, "Window has no in-process path yet", "auto", "spark", "Window"),
     (STATE, -1, 100, None, "local", "spark", "reads every input row"),  # a rebuild
