@@ -16,6 +16,7 @@ older one goes to storage. An evicted entry costs a reload, never an answer.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,7 @@ FOLD_SHARE = 8
 FOLD_MIN = 4_096  # recent rows below this never fold (a small base would fold each tick)
 
 _NEWEST = caches.lru("storage.state_newest", MOST_STATES)
+_LOCK = threading.Lock()  # a tick service ticks several indexes at once, in threads
 
 
 def normalized(rows: pa.Table) -> pa.Table:
@@ -140,7 +142,8 @@ class Newest:
 
 
 def cached(path: Path, identity: tuple[int, int]) -> Newest | None:
-    found = _NEWEST.get(str(path))
+    with _LOCK:
+        found = _NEWEST.get(str(path))
     return found if found is not None and found.identity == identity else None
 
 
@@ -148,9 +151,11 @@ def keep(path: Path, state: Newest) -> None:
     """Hold ``state`` as ``path``'s, the least recently used others going while all
     would pass ``MEMORY_BYTES`` (a state too large alone is not held)."""
     key = str(path)
-    _NEWEST.pop(key, None)
-    if state.nbytes > MEMORY_BYTES:
-        return
-    while _NEWEST and sum(s.nbytes for s in _NEWEST.values()) + state.nbytes > MEMORY_BYTES:
-        _NEWEST.popitem()
-    _NEWEST[key] = state
+    with _LOCK:
+        _NEWEST.pop(key, None)
+        if state.nbytes > MEMORY_BYTES:
+            return
+        while _NEWEST and (sum(s.nbytes for s in _NEWEST.values()) + state.nbytes
+                           > MEMORY_BYTES):
+            _NEWEST.popitem()
+        _NEWEST[key] = state
