@@ -161,3 +161,32 @@ def test_compaction_collapses_the_log_keeping_time_metadata_and_txn(tmp_path: Pa
             caches.reset()
         got = _as_dict(shard.rows_with_keys(version, pa.array([*model, "200", "n9"])))
         assert got == model
+
+
+def test_a_state_written_by_merges_before_the_log_format_reads_and_appends(
+        tmp_path: Path) -> None:
+    """A home from before: one row per group, no ``_mz_seq`` or ``_mz_gone``. The first
+    append adds the two columns; the old rows read as the oldest."""
+    from deltalake import write_deltalake
+
+    from mzflow.storage.commits import TABLE_CONFIG, tick_props
+
+    model = {str(k): k + 1 for k in range(50)}
+    shard = StateShard(tmp_path / "s")
+    write_deltalake(str(shard.path), _groups(model, list(model)), configuration=TABLE_CONFIG,
+                    commit_properties=tick_props(1, None, ("tick", 1)))
+    for k in ("3", "x"):
+        model[k] = 9
+    del model["4"]
+    model.pop("5")
+    shard.append_groups(_groups(model, ["3", "4", "x"]), 2, "tick", keep_empty=False)
+    shard.append_groups(_groups(model, ["5"]), 3, "tick", keep_empty=False)
+    probe = pa.array([*model, "4", "5"])
+    assert _as_dict(shard.rows_with_keys(shard.version(), probe)) == model
+    caches.reset()
+    assert _as_dict(shard.rows_with_keys(shard.version(), probe)) == model
+    base, later = shard.layout(shard.version())
+    assert len(base) == 1 and len(later) == 2
+    shard.compact(0, 3)
+    caches.reset()
+    assert _as_dict(shard.rows_with_keys(shard.version(), probe)) == model
