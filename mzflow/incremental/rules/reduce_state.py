@@ -33,8 +33,7 @@ from mzflow.incremental.rules.base import Context, Variant, VariantTick
 from mzflow.incremental.rules.reduce import accumulable
 from mzflow.incremental.rules.topk_state import KEPT, Candidates, Ranking
 from mzflow.plan import ir
-from mzflow.storage.delta import KEY, ROWS, StateShard
-from mzflow.storage.state_memory import GONE, SEQ
+from mzflow.storage.delta import GONE, KEY, ROWS, SEQ, StateShard
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -65,8 +64,8 @@ class StateResult:
 
 
 # State rows this process's ticks looked up or scanned (tests count them). A lookup
-# counts the rows it returned: its filtered scan reads the files whose key statistics
-# may hold them, which on hashed keys is every file until the state is arranged by key.
+# counts the rows it returned, answered from the state this process holds in memory
+# (the rows read from the state's files to load or catch it up: STATE_ROWS_LOADED).
 STATE_ROWS_READ = [0]
 _RANK = "_mz_rank"
 
