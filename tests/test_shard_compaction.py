@@ -1,7 +1,7 @@
 """Compaction of a shard's change-feed files, on real Delta tables (delta-rs, no Spark).
 
 delta-rs's vacuum deletes data files but leaves ``_change_data/`` alone, so a shard
-that merges (every state shard, every table with UPDATE or DELETE) grew by a change
+that merges (every index, every table with UPDATE or DELETE) grew by a change
 file per commit forever. ``Shard._vacuum`` deletes the ones only compacted versions
 reference.
 """
@@ -15,7 +15,19 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from mzflow.storage.delta import KEY, ROWS, StateShard
+from mzflow.storage.delta import KEY, ROWS, TABLE_CONFIG, Shard
+
+
+def _merge(shard: Shard, rows: pa.Table, ts: int) -> None:
+    """A keyed MERGE (an index's apply is one), each commit at time ``ts``."""
+    from mzflow.storage.commits import commit_props
+
+    if not shard.exists():
+        DeltaTable.create(str(shard.path), rows.schema, configuration=TABLE_CONFIG,
+                          commit_properties=commit_props(0, None))
+    (shard._table().merge(rows, f"t.{KEY} = s.{KEY}", source_alias="s", target_alias="t",
+                          commit_properties=commit_props(ts, None))
+     .when_matched_update_all().when_not_matched_insert_all().execute())
 
 
 def _groups(keys: list[str], n: int) -> pa.Table:
@@ -28,10 +40,10 @@ def _change_files(path: Path) -> set[str]:
 
 
 def test_compaction_deletes_change_files_only_compacted_versions_read(tmp_path: Path) -> None:
-    shard = StateShard(tmp_path / "state")
-    shard.merge_groups(_groups(["a", "b", "c"], 1), 1, "tick", keep_empty=False)
+    shard = Shard(tmp_path / "state")
+    _merge(shard, _groups(["a", "b", "c"], 1), 1)
     for ts in range(2, 8):  # each merge updates a group: a change file per commit
-        shard.merge_groups(_groups(["a", "b"], ts), ts, "tick", keep_empty=False)
+        _merge(shard, _groups(["a", "b"], ts), ts)
     before = _change_files(shard.path)
     assert len(before) >= 5, before
     latest = shard.version()
@@ -59,9 +71,9 @@ def test_compaction_deletes_change_files_only_compacted_versions_read(tmp_path: 
 
 
 def test_without_the_kept_commits_log_nothing_is_deleted(tmp_path: Path) -> None:
-    shard = StateShard(tmp_path / "state")
+    shard = Shard(tmp_path / "state")
     for ts in range(1, 5):
-        shard.merge_groups(_groups(["a"], ts), ts, "tick", keep_empty=False)
+        _merge(shard, _groups(["a"], ts), ts)
     before = _change_files(shard.path)
     # a kept version whose commit file is missing (here: one past the newest)
     assert shard._drop_change_files(shard.version() - 1, shard.version() + 1) == 0

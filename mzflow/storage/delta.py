@@ -2,8 +2,9 @@
 
 The names callers import from here live in smaller modules: ``shard.py`` (the base
 table: writes, change feeds, versions and files, compaction), ``commits.py`` (commit
-metadata and the log), ``index_shard.py``, ``state_shard.py``, ``sink_table.py`` and
-``errors.py`` (a failed write as ``StorageError``). Only storage/ imports deltalake.
+metadata and the log), ``index_shard.py``, ``state_shard.py`` (with ``state_memory.py``),
+``sink_table.py`` and ``errors.py`` (a failed write as ``StorageError``). Only storage/
+imports deltalake.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from mzflow.storage.errors import StorageError, writes
 from mzflow.storage.index_shard import COUNT, KEY, IndexShard, IndexState
 from mzflow.storage.shard import DIFF, Shard
 from mzflow.storage.sink_table import SinkTable
+from mzflow.storage.state_memory import GONE, SEQ
 from mzflow.storage.state_shard import ROWS, StateShard
 
 __all__ = [
-    "COUNT", "DIFF", "ERROR_CODE_KEY", "ERROR_KEY", "KEY", "LOG_ENTRIES_READ", "ROWID", "ROWS",
-    "TABLE_CONFIG", "TS_KEY", "IndexShard", "IndexState", "Shard", "SinkTable", "StateShard",
-    "StorageError", "_log", "writes",
+    "COUNT", "DIFF", "ERROR_CODE_KEY", "ERROR_KEY", "GONE", "KEY", "LOG_ENTRIES_READ", "ROWID",
+    "ROWS", "SEQ", "TABLE_CONFIG", "TS_KEY", "IndexShard", "IndexState", "Shard", "SinkTable",
+    "StateShard", "StorageError", "_log", "writes",
 ]

@@ -33,7 +33,7 @@ from mzflow.incremental.rules.base import Context, Variant, VariantTick
 from mzflow.incremental.rules.reduce import accumulable
 from mzflow.incremental.rules.topk_state import KEPT, Candidates, Ranking
 from mzflow.plan import ir
-from mzflow.storage.delta import KEY, ROWS, StateShard
+from mzflow.storage.delta import GONE, KEY, ROWS, SEQ, StateShard
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,9 +64,10 @@ class StateResult:
 
 
 # State rows this process's ticks looked up or scanned (tests count them). A lookup
-# counts the rows it returned: its filtered scan reads the files whose key statistics
-# may hold them, which on hashed keys is every file until the state is arranged by key.
+# counts the rows it returned, answered from the state this process holds in memory
+# (the rows read from the state's files to load or catch it up: STATE_ROWS_LOADED).
 STATE_ROWS_READ = [0]
+_RANK = "_mz_rank"
 
 
 class KeptState:
@@ -110,7 +111,11 @@ class KeptState:
         return found
 
     def scan(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame | None:
-        """Every group's partials (a Spark read of the state's files), or None."""
+        """Every group's partials (a Spark read of the state's files), or None. The
+        state is a log: the rows appended since its last overwrite (few, until
+        compaction collapses them) are reduced to each key's newest, tombstones
+        dropped, and replace the base's rows of those keys."""
+        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         if not self.files:
@@ -118,7 +123,21 @@ class KeptState:
         assert self.version is not None
         actions = self.shard.add_actions(self.version)
         STATE_ROWS_READ[0] += int(pc.sum(actions.column("num_records")).as_py() or 0)
-        return spark.read.parquet(*self.files).select(*[F.col(f"`{c}`") for c in columns])
+        wanted = [F.col(f"`{c}`") for c in columns]
+        base, later = self.shard.layout(self.version)
+        if not later:
+            return spark.read.parquet(*base).select(*wanted)
+        appended = spark.read.option("mergeSchema", "true").parquet(*later)
+        seq = F.col(SEQ) if SEQ in appended.columns else F.lit(-1)
+        gone = F.col(GONE) if GONE in appended.columns else F.lit(False)
+        newest = (appended.withColumn(_RANK, F.row_number().over(
+            Window.partitionBy(KEY).orderBy(F.coalesce(seq, F.lit(-1)).desc())))
+                  .where(F.col(_RANK) == 1))
+        live = newest.where(~F.coalesce(gone, F.lit(False))).select(*wanted)
+        if not base:
+            return live
+        kept = spark.read.parquet(*base).join(newest.select(KEY), KEY, "left_anti")
+        return kept.select(*wanted).unionByName(live)
 
     def candidates(self) -> Candidates | None:
         """The top-k candidates the state's version at the tick's start was committed
@@ -128,7 +147,7 @@ class KeptState:
         return Candidates.of(self.shard.commit_metadata(self.version))
 
     def commit(self, node: ir.Reduce, result: StateResult, at: int, app_id: str) -> None:
-        """Merge the tick's groups (or replace every group on a rebuild), with the
+        """Append the tick's groups (or replace every group on a rebuild), with the
         top-k's candidates in the same commit, before the index commit; a retried tick
         finds its time applied and skips the write (the commit's candidates are the
         first attempt's, as valid for that state as the retry's)."""
@@ -141,8 +160,8 @@ class KeptState:
                 groups = groups.filter(pc.not_equal(groups.column(ROWS), 0))
             self.shard.replace_groups(groups, at, app_id, extra)
         elif result.groups.num_rows:
-            self.shard.merge_groups(result.groups, at, app_id, keep_empty=not node.keys,
-                                    extra=extra)
+            self.shard.append_groups(result.groups, at, app_id, keep_empty=not node.keys,
+                                     extra=extra)
 
 
 def _parts(node: ir.Reduce) -> list[tuple[str, exp.Expr | None, str]]:
