@@ -22,6 +22,10 @@ def needed(root: Node) -> dict[int, frozenset[str]]:
     def visit(node: Node, wanted: set[str]) -> None:
         have = out.setdefault(id(node), set())
         have |= wanted & set(node.columns)
+        if not have and node.columns:
+            # A table of no columns has no rows either (Arrow): COUNT(*) over a join
+            # still needs one column to count the join's rows by.
+            have.add(node.columns[0])
         for child, cols in _below(node, have):
             visit(child, cols)
 

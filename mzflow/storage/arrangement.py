@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -241,6 +242,11 @@ class ArrangementShard(Shard):
         if len(chain) > 1:
             found = consolidate(found)
         found = found.filter(pc.greater(found.column(DIFF), 0))
+        counts = found.column(DIFF).to_numpy(zero_copy_only=False)
+        if (counts > 1).any():
+            # Rows read without their row id (the in-process executor reads only the
+            # columns a plan uses) can be equal: each counts as many times as it is there.
+            found = found.take(np.repeat(np.arange(found.num_rows), counts.astype(np.int64)))
         return Lookup(found.select(columns), read, groups)
 
 
