@@ -156,6 +156,34 @@ def out_of_memory_then_restarted(home: Path) -> None:
     assert view(home) == [(1, 15), (2, 0), (3, 5)]
 
 
+def test_a_state_view_ticks_after_a_tick_on_another_session(home: Path) -> None:
+    """Issue 34: a state-mode view's first tick checkpoints its groups on its cluster's
+    server, and pyspark handed the checkpointed frame to the process's first Connect
+    session instead: a process that had ticked on another session before (``mzflow
+    tick`` over two clusters, or a restarted server) failed with
+    "[CONNECT_INVALID_PLAN.DATAFRAME_NOT_FOUND] … No DataFrame with id … is found in the
+    session …". The other session here is a cluster bound to the same server by URL:
+    a second session without a second JVM."""
+    from mzflow.clusters import servers
+    from mzflow.engine.spark.runtime import process
+
+    with mzflow.connect(str(home)) as conn:
+        etl = conn.store.snapshot().cluster(2)
+        assert etl is not None
+        # Started here, without the tick service (no catalog given): this test ticks
+        # in process.
+        url = servers.ensure(home, etl, conn.config.cluster_idle_seconds).url
+        conn.execute(f"CREATE CLUSTER other (SPARK = '{url}')")
+        conn.execute("CREATE MATERIALIZED VIEW copy IN CLUSTER other AS SELECT k, v FROM t")
+        conn.execute("INSERT INTO t VALUES (1, 2), (1, 3), (2, 5)")
+        conn.tick(cluster="other")
+        assert (url, None) in process()._remote  # that tick opened its session
+        [report] = conn.tick(cluster="etl")
+        assert "mode state (state rebuilt)" in report.line()  # m's checkpoint
+        conn.execute("DROP CLUSTER other CASCADE")
+    assert view(home) == [(1, 5), (2, 5)]
+
+
 def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
 

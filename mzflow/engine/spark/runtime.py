@@ -107,6 +107,7 @@ class SparkRuntime:
         process's own Spark)."""
         token = self._endpoint.set((url, key) if url else None)
         before = os.environ.get(_CONNECT_MODE)
+        active = _active_connect_session() if url else None
         if url:
             os.environ[_CONNECT_MODE] = "1"
         try:
@@ -117,6 +118,8 @@ class SparkRuntime:
                 os.environ.pop(_CONNECT_MODE, None)
             else:
                 os.environ[_CONNECT_MODE] = before
+            if url:
+                _make_active(active)
 
     def endpoint(self) -> tuple[str, object] | None:
         """The server the block's work runs on ((url, key)); None: the process's Spark."""
@@ -219,6 +222,7 @@ class SparkRuntime:
                         continue  # a managed server has its SIZE's (cluster_servers.command)
                     found.conf.set(conf_key, value)
                 self._remote[(url, key)] = found
+            _make_active(found)
             return found
 
     def _start(self, url: str) -> Any:
@@ -381,6 +385,31 @@ def _quiet_query_context_loggers() -> None:
         logger.setLevel(logging.CRITICAL + 10)
         logger.propagate = False
         logger.disabled = True
+
+
+def _active_connect_session() -> Any:
+    """The calling thread's active Spark Connect session (pyspark's), if any."""
+    from pyspark.sql.connect.session import SparkSession
+
+    return getattr(SparkSession._active_session, "session", None)
+
+
+def _make_active(remote: Any) -> None:
+    """Make ``remote`` the calling thread's active Spark Connect session (None: none).
+
+    pyspark binds the frame a ``localCheckpoint``/``checkpoint`` returns to the *active*
+    session (connect/conversion.py: ``proto_to_remote_cached_dataframe`` calls
+    ``SparkSession.active()``), not to the session that ran it, and the first session a
+    thread (or, falling back, the process) ever created stays the active one. A process
+    that ticked on one server and then on another (``mzflow tick`` over two clusters, a
+    server restarted under a long-lived session) ran later plans of the checkpointed frame
+    on the first session, which has no such frame ("[CONNECT_INVALID_PLAN.
+    DATAFRAME_NOT_FOUND] … No DataFrame with id … is found in the session …", issue 34:
+    a state-mode view's first tick), or whose server is gone. pyspark has no public
+    setter: a Connect session only ever becomes active when none is."""
+    from pyspark.sql.connect.session import SparkSession
+
+    SparkSession._active_session.session = remote
 
 
 def _retry_briefly(remote: Any) -> None:
