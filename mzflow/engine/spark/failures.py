@@ -143,7 +143,10 @@ def _jvm_exit(e: Exception, oom: bool, text: str | None = None) -> int | None:
         # than the wait on a loaded CI machine: the next statement then found it alive,
         # and its first call was refused. One that ran out and no longer answers is
         # killed; one that still answers (Spark survived, or the error was not its) stays.
-        if not (oom and _HEAP_GONE.search(text)) or _answers(spark):
+        if not (oom and _HEAP_GONE.search(text)):
+            return None
+        if _answers(spark):
+            runtime.suspect(spark)  # the next statement looks again (runtime._dying)
             return None
         proc.kill()
         code = proc.wait(30)
