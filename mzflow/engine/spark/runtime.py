@@ -358,12 +358,15 @@ def _dying(spark: Any, wait: float = 5.0) -> bool:
     except Exception:  # still running (TimeoutExpired): does it answer?
         pass
     try:
-        spark.sparkContext._jvm.java.lang.System.currentTimeMillis()
-        return False
-    except Exception:  # noqa: BLE001 - refused, reset, closed: it does not
-        proc.kill()
-        proc.wait(30)
-        return True
+        # Spark stops its context after an uncaught OutOfMemoryError and the JVM exits
+        # once its shutdown hooks ran: answering a call is not enough to be usable.
+        if not spark.sparkContext._jsc.sc().isStopped():
+            return False
+    except Exception:  # noqa: BLE001 - refused, reset, closed: it does not answer
+        pass
+    proc.kill()
+    proc.wait(30)
+    return True
 
 
 def _exited(spark: Any) -> bool:
