@@ -177,7 +177,7 @@ import os, signal, sys
 import mzflow
 point = sys.argv[2]
 
-def dying(module, name, after=True):
+def dying(module, name):
     original = getattr(module, name)
     def wrapped(*args, **kwargs):
         out = original(*args, **kwargs)

@@ -103,7 +103,6 @@ class Hot:
     parts: list[Part] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     hydrated_seconds: float = 0.0
-    read: int = 0  # rows looked up since the last report
 
     @property
     def frontier(self) -> int:
@@ -146,7 +145,6 @@ class Hot:
             if len(at):
                 pieces.append(p.rows.take(at))
         read = sum(t.num_rows for t in pieces)
-        self.read += read
         found = (pa.concat_tables(pieces, promote_options="default") if pieces
                  else self.parts[0].rows.schema.empty_table())
         if len(pieces) > 1:

@@ -20,14 +20,15 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from mzflow.engine import arrow_expr
-from mzflow.engine.frames import DIFF, columns_of, plain, row_local, substitute
+from mzflow.engine.frames import DIFF, columns_of, plain
 from mzflow.errors import Unsupported
 from mzflow.incremental import columns
 from mzflow.incremental.dataflow import Input
 from mzflow.incremental.local import NotLocal
 from mzflow.incremental.modes import Side
+from mzflow.incremental.rules.filter_map import through
 from mzflow.incremental.rules.get import prune
-from mzflow.incremental.rules.join import equivalent
+from mzflow.incremental.rules.join import equivalent, pushed
 from mzflow.plan import ir
 from mzflow.plan.ir import Node
 from mzflow.storage.rows import plain_strings
@@ -106,14 +107,9 @@ def _full(flow: LocalFlow, node: Node, side: Side, r: Keys | None) -> pa.Table:
     if isinstance(node, ir.Filter):
         return filtered(node, flow.full(node.input, side, r))
     if isinstance(node, ir.Map):
-        pushed = None
-        if r is not None:
-            subst = dict(zip(node.columns, node.exprs, strict=True))
-            exprs = tuple(substitute(e, subst) for e in r.exprs)
-            if all(row_local(e) for e in exprs):
-                pushed = r.over(exprs)
-        out = mapped(node, flow.full(node.input, side, pushed), flow.cols(node))
-        return out if pushed is not None or r is None else restrict(out, r)
+        below = through(node, r)
+        out = mapped(node, flow.full(node.input, side, below), flow.cols(node))
+        return out if below is not None or r is None else restrict(out, r)
     if isinstance(node, ir.Join):
         return _join_full(flow, node, side, r)
     if isinstance(node, ir.Reduce):
@@ -247,18 +243,7 @@ def _read(files: Sequence[str], stored: Sequence[str], inp: Input) -> pa.Table:
 
 
 def _join_full(flow: LocalFlow, node: ir.Join, side: Side, r: Keys | None) -> pa.Table:
-    owner = {c: i for i, p in enumerate(node.parts) for c in p.columns}
-    per_part: dict[int, Keys] = {}
-    top = r
-    if r is not None:
-        parts = {owner[c] for c in columns_of(r.exprs) if c in owner}
-        if len(parts) == 1:
-            (i,) = parts
-            per_part[i] = r
-            top = None
-            single = plain(r.exprs[0]) if len(r.exprs) == 1 else None
-            for y, cy in equivalent(node, (i, single or "")):
-                per_part.setdefault(y, r.over((ir.col(cy),)))
+    per_part, top = pushed(node, r)
     tables = [flow.full(p, side, per_part.get(i)) for i, p in enumerate(node.parts)]
     out = join(tables, node, flow.cols(node))
     return restrict(out, top) if top is not None else out

@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from mzflow.engine.frames import DIFF, columns_of, substitute
+from mzflow.engine.frames import DIFF
 from mzflow.incremental.local import NotLocal
 from mzflow.incremental.local.flow import Keys, _as_array, _evaluate, restrict
 from mzflow.incremental.modes import Side
-from mzflow.incremental.rules.reduce import accumulable
+from mzflow.incremental.rules.reduce import accumulable, through
 from mzflow.plan import ir
 
 if TYPE_CHECKING:
@@ -23,11 +23,7 @@ if TYPE_CHECKING:
 
 
 def full(flow: LocalFlow, node: ir.Reduce, side: Side, r: Keys | None) -> pa.Table:
-    nkeys = len(node.keys)
-    pushed = None
-    if r is not None and columns_of(r.exprs) <= set(node.columns[:nkeys]):
-        subst = dict(zip(node.columns[:nkeys], node.keys, strict=True))
-        pushed = r.over(tuple(substitute(e, subst) for e in r.exprs))
+    pushed = through(node, r)
     out = aggregate(node, flow.full(node.input, side, pushed))
     return out if pushed is not None or r is None else restrict(out, r)
 

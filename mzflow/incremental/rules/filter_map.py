@@ -8,7 +8,7 @@ map's expressions for its columns (when they are row-local).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mzflow.engine.frames import DIFF, project, row_local, sql, substitute
 from mzflow.incremental.modes import Side
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from mzflow.incremental.dataflow import Dataflow, Restriction
+    from mzflow.incremental.local.flow import Keys
 
 
 class Filter(Rule):
@@ -54,12 +55,7 @@ class Map(Rule):
         return f"Map ({', '.join(shown)})"
 
     def full(self, flow: Dataflow, node: ir.Map, side: Side, r: Restriction | None) -> DataFrame:
-        pushed = None
-        if r is not None:
-            subst = dict(zip(node.columns, node.exprs, strict=True))
-            exprs = tuple(substitute(e, subst) for e in r.exprs)
-            if all(row_local(e) for e in exprs):
-                pushed = r.over(exprs)
+        pushed = through(node, r)
         df = self.apply(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
@@ -69,6 +65,19 @@ class Map(Rule):
 
     def apply(self, node: ir.Map, df: DataFrame) -> DataFrame:
         return project(df, node.exprs, node.columns)
+
+
+R = TypeVar("R", bound="Restriction | Keys")
+
+
+def through(node: ir.Map, r: R | None) -> R | None:
+    """A restriction on the map's output as one on its input (either engine's kind):
+    the map's expressions substituted for its columns, when they are row-local."""
+    if r is None:
+        return None
+    subst = dict(zip(node.columns, node.exprs, strict=True))
+    exprs = tuple(substitute(e, subst) for e in r.exprs)
+    return r.over(exprs) if all(row_local(e) for e in exprs) else None  # type: ignore[return-value]
 
 
 FILTER, MAP = Filter(), Map()

@@ -10,7 +10,7 @@ to that input and to every input equal to it on that column.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlglot import exp
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from mzflow.incremental.dataflow import Dataflow, Restriction
+    from mzflow.incremental.local.flow import Keys
 
 
 class Join(Rule):
@@ -36,19 +37,7 @@ class Join(Rule):
         return f"Join on=({on})"
 
     def full(self, flow: Dataflow, node: ir.Join, side: Side, r: Restriction | None) -> DataFrame:
-        owner = {c: i for i, p in enumerate(node.parts) for c in p.columns}
-        per_part: dict[int, Restriction] = {}
-        top = r
-        if r is not None:
-            parts = {owner[c] for c in columns_of(r.exprs) if c in owner}
-            if len(parts) == 1:
-                (i,) = parts
-                per_part[i] = r
-                top = None
-                single = plain(r.exprs[0]) if len(r.exprs) == 1 else None
-                for y, cy in equivalent(node, (i, single or "")):
-                    if y not in per_part:
-                        per_part[y] = r.over((ir.col(cy),))
+        per_part, top = pushed(node, r)
         dfs = [flow.full(p, side, per_part.get(i)) for i, p in enumerate(node.parts)]
         return flow.restrict(join(dfs, node.predicates), top)
 
@@ -78,6 +67,27 @@ class Join(Rule):
             out = term if out is None else out.unionAll(term)
         assert out is not None  # asked only when a part changed
         return out
+
+
+R = TypeVar("R", bound="Restriction | Keys")
+
+
+def pushed(node: ir.Join, r: R | None) -> tuple[dict[int, R], R | None]:
+    """A restriction on the join's output moved to its inputs (either engine's kind):
+    to the one input that owns its columns and to every input equal to it on that
+    column; what stays above the join (the restriction, when it spans inputs)."""
+    if r is None:
+        return {}, None
+    owner = {c: i for i, p in enumerate(node.parts) for c in p.columns}
+    parts = {owner[c] for c in columns_of(r.exprs) if c in owner}
+    if len(parts) != 1:
+        return {}, r
+    (i,) = parts
+    per_part: dict[int, R] = {i: r}
+    single = plain(r.exprs[0]) if len(r.exprs) == 1 else None
+    for y, cy in equivalent(node, (i, single or "")):
+        per_part.setdefault(y, r.over((ir.col(cy),)))  # type: ignore[arg-type]
+    return per_part, None
 
 
 def _next(flow: Dataflow, node: ir.Join, dfs: dict[int, DataFrame], sources: list[int],

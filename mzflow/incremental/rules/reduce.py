@@ -12,7 +12,7 @@ batch into them: ``reduce_state.py`` holds that part of the rule.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlglot import exp
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from mzflow.incremental.dataflow import Dataflow, Restriction
+    from mzflow.incremental.local.flow import Keys
 
 ACCUMULABLE = (exp.Count, exp.Sum, exp.Avg)
 # MIN and MAX merge into the state too while the batch only inserts (monotonic input);
@@ -60,11 +61,7 @@ class Reduce(Rule):
                 else f"Distinct [{keys}]")
 
     def full(self, flow: Dataflow, node: ir.Reduce, side: Side, r: Restriction | None) -> DataFrame:
-        nkeys = len(node.keys)
-        pushed = None
-        if r is not None and columns_of(r.exprs) <= set(node.columns[:nkeys]):
-            subst = dict(zip(node.columns[:nkeys], node.keys, strict=True))
-            pushed = r.over(tuple(substitute(e, subst) for e in r.exprs))
+        pushed = through(node, r)
         df = aggregate(node, flow.full(node.input, side, pushed))
         return df if pushed is not None else flow.restrict(df, r)
 
@@ -76,6 +73,19 @@ class Reduce(Rule):
         d = flow.changes(node.input)
         keys = d.select(*[F.expr(sql(k)) for k in node.keys])
         return flow.keyed(node, tuple(ir.col(c) for c in node.columns[:len(node.keys)]), keys)
+
+
+R = TypeVar("R", bound="Restriction | Keys")
+
+
+def through(node: ir.Reduce, r: R | None) -> R | None:
+    """A restriction on the group keys as one on the input (either engine's kind): the
+    key expressions substituted for the key columns (None: it reads an aggregate)."""
+    nkeys = len(node.keys)
+    if r is None or not columns_of(r.exprs) <= set(node.columns[:nkeys]):
+        return None
+    subst = dict(zip(node.columns[:nkeys], node.keys, strict=True))
+    return r.over(tuple(substitute(e, subst) for e in r.exprs))  # type: ignore[return-value]
 
 
 def aggregate(node: ir.Reduce, df: DataFrame) -> DataFrame:

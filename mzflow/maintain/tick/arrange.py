@@ -210,10 +210,6 @@ _HOT = caches.lru("maintain.hot_arrangements", 256)
 _HOT_LOCK = threading.Lock()
 
 
-def hot_arrangements() -> dict[tuple[str, int, str, str], Hot]:
-    return dict(_HOT)
-
-
 def drop_hot(keep: Callable[[tuple[str, int, str, str]], bool]) -> None:
     """Forget the in-memory arrangements ``keep`` refuses (dropped objects)."""
     with _HOT_LOCK:
