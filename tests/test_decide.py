@@ -11,6 +11,7 @@ from mzflow.incremental.decide import (
     MODE_KEY,
     ROWS_KEY,
     SECONDS_KEY,
+    Decision,
     Facts,
     decide,
     executor,
@@ -47,6 +48,8 @@ CASES = [
     (DELTA, 9, UNMEASURED, 10, 1000, False, FULL, R_MEASURING, False, False),
     (STATE, 9, FAST, 10, 1000, True, FULL, R_REFRESH, False, False),
     (STATE, 9, [tick(REBUILD, 3.0, ts=9), *SLOW], 10, 1000, False, STATE, None, False, False),
+    # a state view's recompute is a rebuild: it keeps the state for the next small tick
+    (STATE, 9, SLOW, 10, 1000, False, STATE, R_MEASURED, True, False),
 ]
 
 
@@ -73,23 +76,24 @@ def test_the_switches_follow_the_tuning() -> None:
 
 def test_a_join_recomputes_from_a_far_smaller_batch_share() -> None:
     # 2 % of the inputs changed: a single-table view stays incremental, a join view
-    # recomputes, in delta and in state mode; a first state tick still builds its state.
+    # recomputes, in delta and in state mode (where the recompute is a rebuild, which
+    # keeps the state); a first state tick still builds its state.
     small, joined = Facts(STATE, 9, [], 20, 1000), Facts(STATE, 9, [], 20, 1000, joins=True)
-    assert decide(small, Tuning()).mode == STATE
-    assert (decide(joined, Tuning()).mode, decide(joined, Tuning()).reason) == (FULL, R_BATCH)
+    assert decide(small, Tuning()) == Decision(STATE)
+    assert decide(joined, Tuning()) == Decision(STATE, R_BATCH, rebuild=True)
     assert decide(Facts(DELTA, 9, [], 20, 1000, joins=True), Tuning()).reason == R_BATCH
     assert decide(Facts(DELTA, 9, [], 5, 1000, joins=True), Tuning()).mode == DELTA
     assert decide(Facts(STATE, -1, [], 20, 1000, joins=True), Tuning()).rebuild
     # the share is tunable, and recompute_share >= 1 turns it off with the other switches
-    assert decide(joined, Tuning(join_recompute_share=0.05)).mode == STATE
-    assert decide(joined, Tuning(recompute_share=1000)).mode == STATE
+    assert decide(joined, Tuning(join_recompute_share=0.05)) == Decision(STATE)
+    assert decide(joined, Tuning(recompute_share=1000)) == Decision(STATE)
 
 
 def test_a_join_that_ticks_in_process_stays_incremental_for_larger_batches() -> None:
     # In process a lookup costs microseconds: 2 % stays incremental, 20 % recomputes.
     local = Facts(STATE, 9, [], 20, 1000, joins=True, local_refusal=None)
-    assert decide(local, Tuning()).mode == STATE
-    large = Facts(STATE, 9, [], 200, 1000, joins=True, local_refusal=None)
+    assert decide(local, Tuning()) == Decision(STATE)
+    large = Facts(DELTA, 9, [], 200, 1000, joins=True, local_refusal=None)
     assert (decide(large, Tuning()).mode, decide(large, Tuning()).reason) == (FULL, R_BATCH)
     # ... unless the batch is too large for the process: Spark's prior again
     assert decide(local, Tuning(local_tick_rows=10)).reason == R_BATCH

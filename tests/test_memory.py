@@ -325,3 +325,26 @@ def test_a_cleanup_that_finds_the_jvm_gone_keeps_the_blocks_own_error(
     with pytest.raises(Error, match="Connection refused"):
         with spark.registered({"t": relation}):
             pass
+
+
+def test_a_call_whose_answer_never_came_counts_as_a_lost_jvm() -> None:
+    # A failure that says the JVM is going or gone: the JVM is not trusted with the
+    # next statement (a dying one refused it: test_memory's child, twice on CI). A call
+    # whose answer carried no Java exception counts; a method's own failure does not.
+    from py4j.protocol import Py4JError
+
+    bare = Py4JError("An error occurred while calling o77.collectToPython.")
+    assert spark.failures.lost_connection(bare, str(bare))
+    java = ("An error occurred while calling o77.collectToPython.\n"
+            ": org.apache.spark.SparkException: Job aborted")
+    assert not spark.failures.lost_connection(Exception(java), java)
+    method = "An error occurred while calling o1.foo. Trace:\npy4j.Py4JException: Method foo"
+    assert not spark.failures.lost_connection(Py4JError(method), method)
+    assert spark.failures.lost_connection(ConnectionRefusedError(), "")
+    # The query raced the context's stop after the OutOfMemoryError: the stop's
+    # NullPointerException hid it (seen under load), but the JVM is exiting.
+    raced = ("An error occurred while calling o77.collectToPython.\n: java.lang."
+             'NullPointerException: Cannot invoke "org.apache.spark.scheduler.DAGScheduler.'
+             'cleanupQueryJobs(long)" because the return value of "org.apache.spark.'
+             'SparkContext.dagScheduler()" is null')
+    assert spark.failures.lost_connection(Exception(raced), raced)

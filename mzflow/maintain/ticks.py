@@ -21,7 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from mzflow import caches, config
+from mzflow import caches, config, reasons
 from mzflow.catalog import sizes
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
@@ -251,7 +251,8 @@ class _Tick:
         if d.mode == Mode.RECOMPUTE:
             return Strategy(StrategyKind.RECOMPUTE, d.reason or strategy.code).describe() + d.detail
         if d.rebuild:
-            return f"{strategy.describe()}, mode {d.mode} (state rebuilt)"
+            why = f", as a recompute: {d.reason}: {reasons.text(d.reason)}" if d.reason else ""
+            return f"{strategy.describe()}, mode {d.mode} (state rebuilt{why}){d.detail}"
         if self.counters.measured is not None:
             return (f"{strategy.describe()}, mode {d.mode} ({R_MEASURING}: "
                     f"recompute timed at {self.counters.measured:.2f} s, not committed)")

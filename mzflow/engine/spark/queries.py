@@ -68,24 +68,29 @@ def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
             spark.catalog.dropTempView(view)
 
     with cleaning_up(spark, drop):
-        for ref, rel in relations.items():
-            view = f"mz_rel_{runtime.next_name()}"
-            if rel.frame is not None:
-                rel.frame.createOrReplaceTempView(view)
-                names[ref] = view
-                continue
-            if rel.files:
-                df = spark.read.schema(rel.schema_ddl).parquet(*rel.files)
-            else:
-                df = spark.createDataFrame([], rel.schema_ddl)
-            if rel.count_column is not None:
-                from pyspark.sql import functions as F
-
-                df = df.withColumn("_mz_copy", F.explode(F.sequence(
-                    F.lit(1), F.col(rel.count_column).cast("int"))))
-            df.select(*[f"`{c}`" for c in rel.columns]).createOrReplaceTempView(view)
-            names[ref] = view
+        try:
+            for ref, rel in relations.items():
+                names[ref] = _register(spark, rel, f"mz_rel_{runtime.next_name()}")
+        except Exception as e:  # a JVM that died under the previous statement, say
+            raise translate_error(e) from None
         yield names
+
+
+def _register(spark: Any, rel: Relation, view: str) -> str:
+    if rel.frame is not None:
+        rel.frame.createOrReplaceTempView(view)
+        return view
+    if rel.files:
+        df = spark.read.schema(rel.schema_ddl).parquet(*rel.files)
+    else:
+        df = spark.createDataFrame([], rel.schema_ddl)
+    if rel.count_column is not None:
+        from pyspark.sql import functions as F
+
+        df = df.withColumn("_mz_copy", F.explode(F.sequence(
+            F.lit(1), F.col(rel.count_column).cast("int"))))
+    df.select(*[f"`{c}`" for c in rel.columns]).createOrReplaceTempView(view)
+    return view
 
 
 def dataframe(query: exp.Query, views: Mapping[str, str],
