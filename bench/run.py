@@ -387,6 +387,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "sf": args.sf, "lineitem_rows": lineitems, "views": list(views),
         "batch_sizes": args.sizes, "batches_per_size": args.batches, "home": str(home),
         "recompute_share": mzflow_config.tuning().recompute_share,
+        "cluster_size": args.cluster_size,
         "sdp": {"enabled": not args.no_sdp}, "cells": {}, "check_failures": [],
     }
     say(f"mzflow home {home}; {lineitems} line items")
@@ -396,7 +397,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         data.load_mzflow(conn, files)
         result["load_seconds"] = time.perf_counter() - t
         say(f"loaded in {result['load_seconds']:.1f} s")
-        conn.execute(f"CREATE CLUSTER {CLUSTER} SIZE 'small'")
+        conn.execute(f"CREATE CLUSTER {CLUSTER} SIZE '{args.cluster_size}'")
         for name, sql in views.items():
             conn.execute(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER {CLUSTER} AS {sql}")
             conn.execute(f"CREATE VIEW {name}_plain AS {sql}")
@@ -845,6 +846,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"),
                     help="directory for the JSON and PNG")
     ap.add_argument("--home", help="mzflow home (default: a fresh temporary directory)")
+    # The recompute baseline runs on the process's Spark, local[*]: every core. The
+    # cluster gets as many by default (medium: 2 cores, this machine's all); 'small' (1
+    # core) made its recomputes and rebuilds about 2x the baseline's for that alone.
+    ap.add_argument("--cluster-size", default="medium",
+                    help="SIZE of the bench cluster (default medium: 2 cores, 4g)")
     ap.add_argument("--no-sdp", action="store_true", help="skip the Declarative Pipeline")
     ap.add_argument("--no-sdp-cli", dest="sdp_cli", action="store_false",
                     help="skip the end-to-end `spark-pipelines run` (a fresh JVM)")

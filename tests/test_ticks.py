@@ -404,6 +404,10 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     assert not due([_tick("state", 4.0), cold])
     assert due([_tick("state", 4.0), _tick("state", 4.0), cold])
     assert not due([_tick("state", 4.0), _tick("state", 4.0), _tick("recompute", 3.0)])
+    # Ticks faster than any recompute can be (a Spark job over every input) are not
+    # worth a measurement; one slower tick among them is.
+    assert not due([_tick("state", 0.1), _tick("state", 0.2), cold])
+    assert due([_tick("state", 0.1), _tick("state", 0.3), cold])
     assert due([_tick("state", 1.0)] * Tuning().measure_every + [_tick("recompute", 3.0)])
     # A state tick that timed a recompute on the side (R014 keeping the state) measures
     # both: 1.5 s of its 4.5 s was the recompute, 3 s the tick itself.
@@ -499,6 +503,8 @@ def test_measuring_a_recompute_keeps_the_state(tmp_path: Path,
     not commit: the state stays current (no rebuild on the next tick), the commit
     records the measure, and the contents stay exact."""
     monkeypatch.setattr(decide, "measured_slower", lambda *args: None)
+    # Tiny ticks are never measured (no recompute is cheaper): measure these anyway.
+    monkeypatch.setattr(decide, "NO_CHEAPER_RECOMPUTE_S", 0.0)
     sql = GROUPED
     with _grouped_view(tmp_path) as (conn, db):
         index = next(i for i in conn.store.snapshot().items if i.kind == "index")

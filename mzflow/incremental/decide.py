@@ -207,11 +207,22 @@ def incremental_cost(ticks: Sequence[tuple[int, float]], batch_rows: int) -> flo
     return s * max(1.0, (batch_rows / max(1, b)) ** 0.5)
 
 
+# No recompute is cheaper than this: it runs at least one Spark job over every input
+# (0.2-0.5 s each on the bench machine, issue 34). Incremental ticks this fast are
+# not worth measuring a recompute against: at TPC-H SF 1 the measurement cost 30-80
+# in-process ticks (R014 timed 3-9 s beside ticks of 0.1 s).
+NO_CHEAPER_RECOMPUTE_S = 0.25
+
+
 def measurement_due(history: Sequence[Mapping[str, Any]], t: Tuning = DEFAULT) -> bool:
     """No warm recompute among the last ``measure_every`` ticks, and at least two
-    incremental ticks to compare it with. (A state rebuild is no measure: it also
-    writes every group's partials, which can cost far more than the recompute.)"""
+    incremental ticks to compare it with, not all faster than any recompute can be.
+    (A state rebuild is no measure: it also writes every group's partials, which can
+    cost far more than the recompute.)"""
     recent = history[:t.measure_every]
     warm = [h for h in recent if recompute_seconds(h) is not None]
-    incremental = [h for h in recent if h.get(MODE_KEY) in (Mode.DELTA, Mode.STATE)]
-    return not warm and len(incremental) >= 2
+    incremental = [h for h in recent if h.get(MODE_KEY) in (Mode.DELTA, Mode.STATE)
+                   and SECONDS_KEY in h]
+    if warm or len(incremental) < 2:
+        return False
+    return any(_incremental_seconds(h) >= NO_CHEAPER_RECOMPUTE_S for h in incremental)
