@@ -703,7 +703,9 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         # (the profiled batch is a 0.1 % one after the last round: a larger one?)
         if (after is not None and small is not None
                 and result["batch_sizes"][-1] > min(result["batch_sizes"])):
-            ratio = after["seconds"] / max(small["mzflow"]["median_s"], 1e-9)
+            # "a normal one": the fastest 0.1 % tick (the median of a few includes the
+            # first, which hydrates memory, and an R014 measurement)
+            ratio = after["seconds"] / max(min(small["mzflow"]["seconds"]), 1e-9)
             target(f"{name}: first 0.1% tick after larger batches <= {AFTER_LARGE_RATIO:g}x "
                    "a normal one", ratio, ratio <= AFTER_LARGE_RATIO)
     hydration = sum(result.get("hydration", {}).values())

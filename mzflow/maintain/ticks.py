@@ -285,7 +285,7 @@ class _Tick:
         d = self.decision = decide(facts, self.target.tuning)
         try:
             if d.mode == Mode.RECOMPUTE:
-                return self._recompute()
+                return self._advanced(self._recompute())
             if d.rebuild and self.since >= 0:  # every input row, as the first tick reads them
                 gathered = inputs.gather(self.snap, self.warehouse, self._root(), -1, self.at)
             assert gathered is not None
@@ -300,14 +300,22 @@ class _Tick:
             if d.measure:
                 execute.time_recompute(self.target, self.query, self.warehouse, self.at,
                                        self.counters, self.snap)
-            return changed
+            return self._advanced(changed) if d.rebuild else changed
         except Error:
             raise
         except inputs.HistoryGone:
             self.decision = Decision(Mode.RECOMPUTE, R_HISTORY)
-            return self._recompute()
+            return self._advanced(self._recompute())
         except Exception as e:
             raise spark.translate_error(e) from None
+
+    def _advanced(self, changed: pa.Table | None) -> pa.Table | None:
+        """``changed``, once the cluster's arrangements in memory have caught up with
+        this tick, which read whole inputs and looked nothing up."""
+        cluster_id = self.plan.index.cluster_id
+        if cluster_id is not None and self.target.tuning.hot_arrangements:
+            arrange.advance_hot(self.warehouse, cluster_id, self.at)
+        return changed
 
     def _refusal(self) -> str | None:
         found = _REFUSED.get(self._plan_key())
