@@ -387,7 +387,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "sf": args.sf, "lineitem_rows": lineitems, "views": list(views),
         "batch_sizes": args.sizes, "batches_per_size": args.batches, "home": str(home),
         "recompute_share": mzflow_config.tuning().recompute_share,
-        "cluster_size": args.cluster_size,
+        "cluster_size": args.cluster_size, "tick_executor": args.tick_executor,
         "sdp": {"enabled": not args.no_sdp}, "cells": {}, "check_failures": [],
     }
     say(f"mzflow home {home}; {lineitems} line items")
@@ -398,6 +398,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result["load_seconds"] = time.perf_counter() - t
         say(f"loaded in {result['load_seconds']:.1f} s")
         conn.execute(f"CREATE CLUSTER {CLUSTER} SIZE '{args.cluster_size}'")
+        if args.tick_executor != "auto":
+            conn.execute(f"ALTER SYSTEM SET tick_executor = '{args.tick_executor}'")
         for name, sql in views.items():
             conn.execute(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER {CLUSTER} AS {sql}")
             conn.execute(f"CREATE VIEW {name}_plain AS {sql}")
@@ -853,6 +855,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # core) made its recomputes and rebuilds about 2x the baseline's for that alone.
     ap.add_argument("--cluster-size", default="medium",
                     help="SIZE of the bench cluster (default medium: 2 cores, 4g)")
+    ap.add_argument("--tick-executor", default="auto", choices=("auto", "spark", "local"),
+                    help="ALTER SYSTEM SET tick_executor (spark: the Spark path alone)")
     ap.add_argument("--no-sdp", action="store_true", help="skip the Declarative Pipeline")
     ap.add_argument("--no-sdp-cli", dest="sdp_cli", action="store_false",
                     help="skip the end-to-end `spark-pipelines run` (a fresh JVM)")
