@@ -238,3 +238,32 @@ def test_idle_stop_and_clear_errors(home: Path, monkeypatch: pytest.MonkeyPatch)
     status = mzflow_cli("cluster", "status").stdout
     assert "etl" in status and "stopped" in status
 
+
+
+def test_an_empty_arrow_table_is_an_empty_frame_on_a_server(home: Path) -> None:
+    """Spark Connect's createDataFrame refuses an empty Arrow table without a schema
+    (CANNOT_INFER_EMPTY_SCHEMA): a lookup that matched nothing failed TPC-H Q18's tick
+    on its cluster's server with tick_executor = 'spark' (bench, SF 1). The in-process
+    session accepts one; the server must too, with its columns and types."""
+    import datetime as dt
+    from decimal import Decimal
+
+    import pyarrow as pa
+
+    from mzflow.clusters import servers
+    from mzflow.engine import spark
+
+    with mzflow.connect(str(home)) as conn:
+        etl = conn.store.snapshot().cluster(2)
+        assert etl is not None
+        url = servers.ensure(home, etl, conn.config.cluster_idle_seconds).url
+        table = pa.table({"k": pa.array([1], pa.int64()),
+                          "p": pa.array([Decimal("1.50")], pa.decimal128(12, 2)),
+                          "t": pa.array([dt.datetime(2026, 1, 1)], pa.timestamp("us", "UTC")),
+                          "s": pa.array(["x"], pa.string())})
+        with spark.using(url):
+            empty = spark.from_arrow(table.slice(0, 0))
+            assert empty.columns == ["k", "p", "t", "s"] and empty.count() == 0
+            assert [f.dataType.simpleString() for f in empty.schema.fields] == [
+                "bigint", "decimal(12,2)", "timestamp", "string"]
+            assert spark.from_arrow(table).count() == 1
