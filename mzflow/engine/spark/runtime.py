@@ -59,6 +59,7 @@ class SparkRuntime:
         self._lock = threading.RLock()  # session() may forget a dead JVM while holding it
         self._session: Any = None
         self._starting = False
+        self._suspect: Any = None  # a session whose JVM ran out of memory and still answered
         self._started_master: str | None = None
         self._settings: config.SparkSettings | None = None  # from a connection's config
         self._jvm_log: Path | None = None
@@ -165,6 +166,10 @@ class SparkRuntime:
         if endpoint is not None and master is None:
             return self._connected(*endpoint)
         with self._lock:
+            if self._session is not None and self._session is self._suspect:
+                self._suspect = None
+                if _dying(self._session):
+                    self.forget(self._session)
             if self._session is not None and _exited(self._session):
                 # It died after its last statement's error was told (an out-of-memory
                 # JVM may take longer to exit than translate_error waits, on a loaded
@@ -187,6 +192,11 @@ class SparkRuntime:
         """Whether a block's cleanup can still reach ``spark``: not if the JVM died during
         the block (translate_error forgot it), whose state went with it."""
         return spark is self._session or self._endpoint.get() is not None
+
+    def suspect(self, spark: Any) -> None:
+        """``spark``'s JVM ran out of memory but still answered: the next session()
+        checks it again before handing it out (it may have been exiting)."""
+        self._suspect = spark
 
     def forget(self, dead: Any) -> None:
         """Forget the in-process session ``dead`` (its JVM died or was stopped), so that
@@ -333,6 +343,30 @@ def _machine_memory() -> str:
     except (ValueError, OSError, AttributeError):
         return "1g"
     return f"{max(1, min(8, total // 4 // 2**30))}g"
+
+
+def _dying(spark: Any, wait: float = 5.0) -> bool:
+    """Whether ``spark``'s JVM, which ran out of memory, exits within ``wait`` seconds or
+    no longer answers (then it is killed): the next statement's first call was refused
+    when a JVM that still answered at the error exited just after (CI, test_memory)."""
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    if proc is None:
+        return False
+    try:
+        proc.wait(wait)
+        return True
+    except Exception:  # still running (TimeoutExpired): does it answer?
+        pass
+    try:
+        # Spark stops its context after an uncaught OutOfMemoryError and the JVM exits
+        # once its shutdown hooks ran: answering a call is not enough to be usable.
+        if not spark.sparkContext._jsc.sc().isStopped():
+            return False
+    except Exception:  # noqa: BLE001 - refused, reset, closed: it does not answer
+        pass
+    proc.kill()
+    proc.wait(30)
+    return True
 
 
 def _exited(spark: Any) -> bool:
