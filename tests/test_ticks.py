@@ -387,6 +387,10 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     # Just after a state rebuild, an incremental tick is always measured.
     assert slower([_tick("rebuild", 3.0), _tick("state", 9.0), _tick("recompute", 1.0)],
                   10, 1000) is None
+    # ... but a rebuild the switch chose (a state view's recompute, R013) is one of its
+    # recomputes: the switch goes on deciding from the ticks before it.
+    assert slower([_tick("rebuild", 3.0, reason="R013"), _tick("state", 9.0),
+                   _tick("recompute", 1.0)], 10, 1000) is not None
     # A rebuild is no measure of a recompute (it also writes every group's partials).
     assert slower([_tick("state", 9.0), _tick("rebuild", 3.0)], 10, 1000) is None
     # Twenty measured recomputes in a row: incremental gets another chance.

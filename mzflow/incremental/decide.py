@@ -68,18 +68,6 @@ class Decision:
 
 
 def decide(f: Facts, t: Tuning) -> Decision:
-    d = _decide(f, t)
-    if d.mode == Mode.RECOMPUTE and f.planned == Mode.STATE and d.reason in (
-            R_BATCH, R_MEASURED):
-        # A state view's recompute is a rebuild: the same reads and work, and it writes
-        # the groups' partials too. A plain recompute left the state behind, and the next
-        # small tick paid for a rebuild on Spark (Q18 at SF 1: 6.8 s after a 10 % batch,
-        # against 0.1 s in process; issue 34).
-        return Decision(Mode.STATE, d.reason, rebuild=True, detail=d.detail)
-    return d
-
-
-def _decide(f: Facts, t: Tuning) -> Decision:
     if f.full_refresh:
         return Decision(Mode.RECOMPUTE, R_REFRESH)
     if f.planned == Mode.RECOMPUTE:
@@ -88,7 +76,7 @@ def _decide(f: Facts, t: Tuning) -> Decision:
         return Decision(Mode.RECOMPUTE, R_FIRST)
     switches = t.recompute_share < 1  # >= 1: the cost switches are off (tests of paths)
     if f.planned == Mode.DELTA and large(f.batch_rows, f.input_rows, t.recompute_share):
-        return Decision(Mode.RECOMPUTE, R_BATCH)
+        return _recompute(f, R_BATCH)
     # A join's incremental cost per changed row is many times a recompute's per input
     # row (a lookup per key in every other input), so its break-even share is far
     # lower. State mode too: a recompute leaves the state behind, but rebuilding it
@@ -98,11 +86,11 @@ def _decide(f: Facts, t: Tuning) -> Decision:
     join_share = t.local_join_recompute_share if f.local(t) else t.join_recompute_share
     if (switches and f.joins and not f.first and f.planned in (Mode.DELTA, Mode.STATE)
             and large(f.batch_rows, f.input_rows, join_share)):
-        return Decision(Mode.RECOMPUTE, R_BATCH)
+        return _recompute(f, R_BATCH)
     slower = (measured_slower(f.history, f.batch_rows, f.input_rows, t, f.local(t))
               if switches and f.history else None)
     if slower is not None:
-        return Decision(Mode.RECOMPUTE, R_MEASURED, detail=f" [{slower}]")
+        return _recompute(f, R_MEASURED, f" [{slower}]")
     if f.planned == Mode.STATE and (f.first or state_behind(f.history, f.since)):
         return Decision(Mode.STATE, rebuild=True)
     if not f.first and switches and measurement_due(f.history, t):
@@ -112,6 +100,16 @@ def _decide(f: Facts, t: Tuning) -> Decision:
             return Decision(Mode.STATE, measure=True)
         return Decision(Mode.RECOMPUTE, R_MEASURING)
     return Decision(f.planned)
+
+
+def _recompute(f: Facts, reason: str, detail: str = "") -> Decision:
+    """The cost switch's recompute. A state view's is a rebuild: the same reads and
+    work, and it writes the groups' partials too. A plain recompute left the state
+    behind, and the next small tick paid for a rebuild on Spark (Q18 at SF 1: 6.8 s
+    after a 10 % batch, against 0.1 s in process; issue 34)."""
+    if f.planned == Mode.STATE:
+        return Decision(Mode.STATE, reason, rebuild=True, detail=detail)
+    return Decision(Mode.RECOMPUTE, reason, detail=detail)
 
 
 def executor(f: Facts, t: Tuning, d: Decision) -> tuple[str, str]:
@@ -149,10 +147,12 @@ def measured_slower(history: Sequence[Mapping[str, Any]], batch_rows: int, input
     """Whether to recompute, from an index's tick history (newest first): the cost of
     an incremental tick of this batch, fitted to its recent incremental ticks, against
     its last warm recompute scaled to these inputs. None: go incremental. After a state
-    rebuild an incremental tick is always measured, and every ``probe_every`` measured
-    recomputes in a row incremental gets another chance (batches change)."""
-    if not history or history[0].get(MODE_KEY) == Mode.REBUILD:
-        return None
+    rebuild (other than this switch's own) an incremental tick is always measured, and
+    every ``probe_every`` measured recomputes in a row incremental gets another chance
+    (batches change)."""
+    if not history or (history[0].get(MODE_KEY) == Mode.REBUILD
+                       and history[0].get(REASON_KEY) != R_MEASURED):
+        return None  # (a rebuild this switch chose is one of its recomputes)
     # Only ticks on the executor this one would use predict it: an in-process tick of
     # 6 k rows says nothing about a Spark tick of 1.2 M.
     incs = [(int(h.get(BATCH_KEY, 1)), _incremental_seconds(h)) for h in history

@@ -150,18 +150,18 @@ def _jvm_exit(e: Exception, oom: bool, text: str | None = None) -> int | None:
     try:
         code = proc.wait(5.0 if dying else 0.0)
     except Exception:  # still running (TimeoutExpired)
-        # Out of memory, the JVM exits (52) after its shutdown hooks, which took longer
-        # than the wait on a loaded CI machine: the next statement then found it alive,
-        # and its first call was refused. One that ran out and no longer answers is
-        # killed; one that still answers (Spark survived, or the error was not its) stays.
-        if context_stopped(text):
-            try:  # its exit code says why (52: out of memory); a stopped one is useless
+        if context_stopped(text):  # a stopped context never recovers: no JVM to keep
+            try:  # its exit code says why (52: out of memory)
                 code = proc.wait(25.0)
             except Exception:  # noqa: BLE001 - still running
                 proc.kill()
                 code = proc.wait(30)
             runtime.forget(spark)
             return int(code)
+        # Out of memory, the JVM exits (52) after its shutdown hooks, which took longer
+        # than the wait on a loaded CI machine: the next statement then found it alive,
+        # and its first call was refused. One that ran out and no longer answers is
+        # killed; one that still answers (Spark survived, or the error was not its) stays.
         if not (oom and _HEAP_GONE.search(text)):
             return None
         if _answers(spark):

@@ -262,43 +262,43 @@ def _hot(warehouse: Path, cluster_id: int, need: Need, table: Shard, inp: Input,
     return hot
 
 
-def advance_hot(warehouse: Path, cluster_id: int, at: int) -> int:
+def advance_hot(warehouse: Path, cluster_id: int, at: int) -> None:
     """Bring the cluster's arrangements already in memory up to ``at``, after a tick
     that read whole inputs and looked nothing up (a recompute, a state rebuild): the
     next small tick then finds them current. Left behind, three 10 % batches of TPC-H
     SF 1 put them past ``_REBUILD_SHARE`` and the next 0.1 % tick of Q3 hydrated
     lineitem anew, 2.7 s against 0.1 s. One too far behind is forgotten (the next
-    lookup hydrates it). Returns how many advanced."""
+    lookup hydrates it)."""
     with _HOT_LOCK:
         held = [(k, h) for k, h in _HOT.items() if k[0] == str(warehouse) and k[1] == cluster_id]
-    advanced = 0
     for key, hot in held:
         table = Shard.shared(paths.table(warehouse, key[2]))
         version = table.version_at(at)
-        if version is None or hot.frontier >= version:
-            continue
-        if _caught_up(hot, table, version) is None:
+        if version is not None and _caught_up(hot, table, version) is None:
             with _HOT_LOCK:
                 if _HOT.get(key) is hot:
                     del _HOT[key]
-        else:
-            advanced += 1
-    return advanced
 
 
 def _caught_up(hot: Hot, table: Shard, version: int) -> Hot | None:
     """``hot`` brought to ``version`` from the table's change feed (None: too far
-    behind, or that history is gone: hydrate anew)."""
-    if _far_behind(table, hot.frontier, version, hot.parts[0].rows.num_rows):
-        return None
-    try:
-        changes = table.diffs(hot.frontier, version)
-    except Exception as e:  # compacted away
-        log.info("arrangement %s.%s: changes since %d are gone (%s)", hot.item_id, hot.key,
-                 hot.frontier, e)
-        return None
+    behind, or that history is gone: hydrate anew). Under the arrangement's lock from
+    reading its frontier to adding the changes: a tick service catches arrangements up
+    from several threads, and changes read from a frontier another thread then moved
+    would be added twice."""
     with hot.lock:
-        hot.add(changes, hot.frontier, version)
+        start = hot.frontier
+        if start >= version:
+            return hot
+        if _far_behind(table, start, version, hot.parts[0].rows.num_rows):
+            return None
+        try:
+            changes = table.diffs(start, version)
+        except Exception as e:  # compacted away
+            log.info("arrangement %s.%s: changes since %d are gone (%s)", hot.item_id,
+                     hot.key, start, e)
+            return None
+        hot.add(changes, start, version)
     return hot
 
 
