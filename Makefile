@@ -84,7 +84,8 @@ typecheck: install
 
 pytest: install
 	bash scripts/ensure-postgres.sh
-	MZFLOW_DIFF_SEED=$(DIFF_SEED) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	bash scripts/ensure-dbt.sh >/dev/null
+	MZFLOW_DIFF_SEED=$(DIFF_SEED) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: lint typecheck pytest
 

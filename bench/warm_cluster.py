@@ -111,7 +111,7 @@ def airflow_runs(home: Path, files: Path, mode: str, rounds: int, first: int,
     server.start()
     times = []
     try:
-        server.wait_for("the DAG to be parsed", lambda: _exists(server, "/api/v2/dags/mzflow_c"),
+        server.wait_for("the DAG to be parsed", lambda: server.exists("/api/v2/dags/mzflow_c"),
                         300)
         for r in range(first, first + rounds + 1):
             batch(home, files, r)
@@ -132,13 +132,6 @@ def airflow_runs(home: Path, files: Path, mode: str, rounds: int, first: int,
         server.stop()
     return times
 
-
-def _exists(server: AirflowServer, path: str) -> bool:
-    try:
-        server.request("GET", path)
-        return True
-    except Exception:
-        return False
 
 
 def main() -> int:

@@ -1,12 +1,7 @@
-"""Airflow DAGs generated from the mzflow catalog: one DAG and one pool per cluster,
-and one scheduled DAG per sink (``mzflow_sink_<name>``, in its cluster's pool).
+"""Airflow DAGs generated from the mzflow catalog (written by `mzflow airflow init`).
 
-Nothing to edit here: the DAGs follow the catalog (``CREATE MATERIALIZED VIEW … IN
-CLUSTER c`` adds a task to ``mzflow_c``, ``CREATE SINK`` adds a DAG, at the next
-parse). The home comes from
-``MZFLOW_HOME`` / ``MZFLOW_CONFIG`` / ``conf/mzflow.toml`` as for the CLI; set it in
-the environment of the dag-processor and the workers. Parsing reads the catalog only:
-no Spark, no delta-rs (see mzflow/airflow/dags.py).
+The DAGs follow the catalog at each parse; nothing to edit here. The home comes from
+MZFLOW_HOME / MZFLOW_CONFIG / conf/mzflow.toml, as for the CLI.
 """
 
 from mzflow.airflow.dags import load

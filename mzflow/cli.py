@@ -3,6 +3,7 @@
     mzflow sql                      interactive SQL shell
     mzflow sql -c "SHOW CLUSTERS"   run statements and print their results
     mzflow sql -f catalog.sql       run a file of statements
+    mzflow serve                    serve it to PostgreSQL clients
 
 Only the standard library is imported up front, so ``mzflow --help`` and
 catalog statements answer without starting Spark.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -29,11 +31,13 @@ examples:
   mzflow sql -c "CREATE CLUSTER etl SIZE 'small'; SHOW CLUSTERS"
   mzflow sql -f conf/example/catalog.sql
   mzflow --home /tmp/demo sql
+  mzflow airflow init             write the DAG file into Airflow's dags folder
   mzflow airflow sync             pools for the clusters in $AIRFLOW_HOME's database
   mzflow sink run hourly_totals   export the sink's intervals that are due, in order
   mzflow subscribe totals         print the view's changes as they commit (Ctrl-C stops)
   mzflow quality docs             build Great Expectations' Data Docs, print their path
   mzflow cluster start etl        warm the cluster's Spark before its first tick
+  mzflow serve                    PostgreSQL's wire protocol on 127.0.0.1:6875 (psql, dbt)
 """
 
 
@@ -126,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     sync.add_argument("--airflow-home", help="Airflow home (default: $AIRFLOW_HOME)")
     sync.add_argument("--dry-run", action="store_true", help="print the changes, make none")
     af_sub.add_parser("dags", help="print the DAGs the catalog generates (no Airflow needed)")
+    init = af_sub.add_parser(
+        "init", help="write the DAG file that loads the catalog's DAGs into Airflow",
+        description="Write mzflow_catalog.py, the one-line loader of the catalog's DAGs, "
+                    "into Airflow's dags folder. The provider and the plugin need nothing: "
+                    "pip installed them.")
+    init.add_argument("--dags-folder", help="default: Airflow's [core] dags_folder "
+                                            "($AIRFLOW_HOME/dags)")
     cluster = sub.add_parser(
         "cluster", help="a cluster's warm Spark: start, stop, status",
         description="A SIZEd cluster's ticks run on its own Spark Connect server, started on "
@@ -141,6 +152,36 @@ def build_parser() -> argparse.ArgumentParser:
     c_sub.add_parser("stop", help="stop the cluster's server").add_argument(
         "name", help="the cluster")
     c_sub.add_parser("status", help="every cluster's Spark: endpoint, state, last use")
+    serve = sub.add_parser(
+        "serve", help="serve the home over PostgreSQL's wire protocol (psql, drivers, dbt)",
+        description=textwrap.fill(
+            "Serve the home to PostgreSQL clients (psql, psycopg, JDBC, SQLAlchemy, "
+            "dbt-materialize) as Materialize does: database 'materialize', one session "
+            "per connection, statements in Materialize's dialect. Logins use "
+            "SCRAM-SHA-256 against the catalog's roles (CREATE ROLE … LOGIN PASSWORD); "
+            "without TLS the password still never crosses the wire, but the queries "
+            "do. Logs its address on start; stops cleanly on SIGTERM or Ctrl-C.", 80),
+        epilog="examples:\n"
+               "  mzflow serve                                  127.0.0.1:6875\n"
+               "  mzflow serve --tls-cert server.crt --tls-key server.key --host 0.0.0.0\n"
+               "  mzflow serve --unix-socket /tmp   then: psql -h /tmp -p 6875 materialize\n"
+               "  psql 'postgresql://alice@127.0.0.1:6875/materialize?sslmode=require'",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only; "
+                            "0.0.0.0 for every interface)")
+    serve.add_argument("--port", type=int, default=6875,
+                       help="TCP port (default 6875, Materialize's)")
+    serve.add_argument("--tls-cert", metavar="FILE",
+                       help="TLS certificate (PEM); with --tls-key, clients may (and with "
+                            "sslmode=require, must) use TLS")
+    serve.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    serve.add_argument("--insecure-trust", action="store_true",
+                       help="let anyone who reaches the port in as any role, with no "
+                            "password: for a throwaway local home only")
+    serve.add_argument("--unix-socket", metavar="DIR",
+                       help="also listen on DIR/.s.PGSQL.<port>, readable by this OS user "
+                            "only; logins there need no password")
     quality = sub.add_parser(
         "quality", help="data-quality expectations: Great Expectations' Data Docs",
         description="Expectations (CONSTRAINT … EXPECT) are validated by Great "
@@ -182,6 +223,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         served = _tick_on_service(args)
         if served is not None:
             return served
+    if args.command == "serve":
+        return _serve(args)
+    if args.command == "airflow" and args.airflow_command == "init":
+        return _airflow_init(args.dags_folder)
     import mzflow
 
     try:
@@ -239,6 +284,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mzflow.shell.repl import Shell
 
         return Shell(conn).run()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import logging
+    from pathlib import Path
+
+    import mzflow
+    from mzflow import config, server
+    from mzflow.engine import spark
+    from mzflow.shell.repl import spark_log
+
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("ERROR: --tls-cert and --tls-key go together", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = config.load(args.home, args.catalog_url)
+        tls = server.tls_context(args.tls_cert, args.tls_key) if args.tls_cert else None
+        unix = Path(args.unix_socket) if args.unix_socket else None
+        spark.log_jvm_to(spark_log(cfg.home))
+        return server.serve(cfg, host=args.host, port=args.port, tls=tls,
+                            trust=args.insecure_trust, unix_dir=unix)
+    except mzflow.Error as e:
+        _print_error(e)
+        return 1
+    except (OSError, ValueError) as e:  # a port in use, a certificate that does not load
+        print(f"ERROR: cannot serve: {e}", file=sys.stderr)
+        return 1
 
 
 def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
@@ -341,10 +415,12 @@ def _cluster(conn: object, args: argparse.Namespace) -> int:
 
 
 def _airflow(conn: object, args: argparse.Namespace) -> int:
+    import datetime as dt
     import os
 
     import mzflow
     from mzflow.airflow import graph
+    from mzflow.values import pg_text
 
     assert isinstance(conn, mzflow.Connection)
     snap = conn.store.snapshot()
@@ -359,6 +435,19 @@ def _airflow(conn: object, args: argparse.Namespace) -> int:
             print()
             print(format_table(["dag", "pool", "task", "sink", "schedule", "timezone",
                                 "first interval"], sink_rows))
+        # What runs on its own: REFRESH policies (catalog/refresh.py), compaction.
+        timed = [(d.dag_id, d.refresh.describe(), "REFRESH policies")
+                 for d in graph.cluster_dags(snap) if d.refresh is not None]
+        timed += [(d.dag_id, "on writes to " + ", ".join(t.name for t in d.tables),
+                   "REFRESH ON COMMIT") for d in graph.cluster_dags(snap) if d.tables]
+        compact = graph.compact_dag(snap)
+        if compact is not None:
+            every = dt.timedelta(milliseconds=compact.interval_ms)
+            timed.append((compact.dag_id, f"every {pg_text(every, 'interval')}",
+                          compact.reason))
+        if timed:
+            print()
+            print(format_table(["dag", "runs", "from"], timed))
         return 0
     if args.airflow_home:
         # Read by Airflow when it is first imported, which happens just below.
@@ -372,6 +461,15 @@ def _airflow(conn: object, args: argparse.Namespace) -> int:
         return 1
     print(format_table(["action", "pool", "slots"],
                        [(c.action, c.pool, c.slots) for c in changes]))
+    return 0
+
+
+def _airflow_init(folder: str | None) -> int:
+    """Needs no catalog: the DAG file finds the home when Airflow parses it."""
+    from mzflow.airflow import install
+
+    path, changed = install.write_dag_file(install.dags_folder(folder))
+    print(f"{'wrote' if changed else 'up to date:'} {path}")
     return 0
 
 

@@ -218,6 +218,10 @@ class Tuning:
     local_read_rows: int = field(default=2_000_000, metadata={"doc": (
         "An in-process tick that would read more rows than this from a table's files "
         "(no arrangement serves the lookup) runs on Spark instead.")})
+    local_read_max_rows: int = field(default=100_000, metadata={"doc": (
+        "A SELECT whose user tables hold at most this many rows together (their Delta "
+        "logs' counts) is answered in process when it can be exactly, else on Spark; "
+        "0: always Spark.")})
     plan_cache: int = field(default=256, metadata={"doc": (
         "Change plans kept per process (planning a definition costs ~0.15 s).")})
     topk_margin: int = field(default=100, metadata={"doc": (

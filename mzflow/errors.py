@@ -71,12 +71,26 @@ class UnknownSchema(UnknownObject):
     code = "3F000"  # invalid_schema_name
 
 
+class UnknownDatabase(UnknownObject):
+    code = "3D000"  # invalid_catalog_name
+
+
+class ReadOnlySchema(Error):
+    """A create in, or a drop of, a schema only the system writes (pg_catalog…)."""
+
+    code = "42501"  # insufficient_privilege
+
+
 class UnknownFunction(UnknownObject):
     code = "42883"  # undefined_function
 
 
 class DuplicateObject(Error):
     code = "42710"  # duplicate_object
+
+
+class DuplicateSchema(DuplicateObject):
+    code = "42P06"  # duplicate_schema
 
 
 class InvalidOption(Error):
@@ -161,3 +175,43 @@ class CatalogBusy(CatalogError):
     done, so the statement is safe to retry (with its idempotency key, if a write)."""
 
     code = "55P03"  # lock_not_available
+
+
+class InsufficientPrivilege(Error):
+    """A role may not do this (Materialize's RBAC: catalog/privileges.py)."""
+
+    code = "42501"  # insufficient_privilege
+
+
+class InvalidGrant(Error):
+    """A privilege the object does not have (``GRANT INSERT ON <a view>``)."""
+
+    code = "0LP01"  # invalid_grant_operation
+
+
+class LoginRefused(Error):
+    """A session for a role that does not exist or may not log in."""
+
+    code = "28000"  # invalid_authorization_specification
+
+
+class ReservedName(Error):
+    """A name kept for the system (``PUBLIC``, ``mz_…``, ``pg_…`` roles)."""
+
+    code = "42939"  # reserved_name
+
+
+class ObjectInUse(Error):
+    code = "55006"  # object_in_use
+
+
+class ReadOnlyParameter(Error):
+    """SET of a variable the server fixes (server_version, integer_datetimes…)."""
+
+    code = "55P02"  # cant_change_runtime_param
+
+
+class QueryCanceled(Error):
+    """A statement stopped by the client (pgwire's CancelRequest)."""
+
+    code = "57014"  # query_canceled

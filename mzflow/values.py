@@ -30,6 +30,10 @@ def pg_text(value: Any, type_name: str | None) -> str | None:
     if value is None:
         return None
     t = (type_name or "").strip().lower()
+    if isinstance(value, list | tuple) and t in ("int2vector", "oidvector"):
+        # The catalogs' vectors print as their elements with spaces (int2vectorout),
+        # which is what clients split (DBeaver's index columns).
+        return " ".join(str(v) for v in value)
     if isinstance(value, list | tuple):
         element = t[:-2] if t.endswith("[]") else ""
         return _array(value, element)

@@ -1,5 +1,6 @@
-"""A real Airflow 3 for tests and scripts: api-server, scheduler and dag-processor on a
-private AIRFLOW_HOME and port (see tests/test_airflow.py and scripts/airflow_screenshot.py).
+"""A real Airflow 3 for tests and scripts: api-server, scheduler and dag-processor (and,
+when asked, the triggerer) on a private AIRFLOW_HOME and port (see tests/test_airflow.py
+and scripts/airflow_screenshot.py).
 """
 
 from __future__ import annotations
@@ -8,10 +9,54 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+THROWAWAY = "mzflow-airflow-"
+
+
+@contextmanager
+def airflow_in_process(own_home: Path | None) -> Iterator[None]:
+    """Around a test module that imports Airflow in-process: Airflow adds a stdout handler
+    to the root logger and lowers its level, which this undoes, so later modules log as
+    they would without it; then ``own_home`` (its throwaway home, if it made one) goes."""
+    import logging
+    import shutil
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        if own_home is not None:
+            shutil.rmtree(own_home, ignore_errors=True)
+
+
+def throwaway_airflow_home(suffix: str = "", *, reuse: bool = True) -> Path | None:
+    """Point this process's Airflow at a new throwaway home, before Airflow is imported.
+
+    Airflow reads AIRFLOW_HOME and its database URL once, at first import, so a test
+    module calls this above its imports (it must never touch the user's ~/airflow).
+    With ``reuse``, a throwaway home already in place (tests/test_airflow.py's, whose
+    session database its tests need kept) is left as it is and None is returned;
+    otherwise the new folder is returned, for its caller to remove.
+    """
+    if reuse and Path(os.environ.get("AIRFLOW_HOME", "/")).name.startswith(THROWAWAY):
+        return None
+    home = Path(tempfile.mkdtemp(prefix=f"{THROWAWAY}{suffix}"))
+    os.environ.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+    })
+    return home
 
 
 def airflow_env(env: dict[str, str], af: Path) -> dict[str, str]:
@@ -51,12 +96,16 @@ class AirflowServer:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self._token: str | None = None
 
-    def start(self) -> None:
+    def start(self, triggerer: bool = False) -> None:
+        """With ``triggerer``, also Airflow's triggerer: asset watchers (event-driven
+        scheduling, tests/test_airflow_assets.py) and deferred tasks run there."""
         airflow = str(Path(sys.executable).parent / "airflow")
         commands = {"api-server": [airflow, "api-server", "--port", str(self.port),
                                    "--workers", "1"],
                     "scheduler": [airflow, "scheduler"],
                     "dag-processor": [airflow, "dag-processor"]}
+        if triggerer:
+            commands["triggerer"] = [airflow, "triggerer"]
         for name, cmd in commands.items():
             log = (self.af / f"{name}.log").open("wb")
             self.procs[name] = subprocess.Popen(cmd, env=self.env, stdout=log,
@@ -92,6 +141,16 @@ class AirflowServer:
                      **({"Authorization": f"Bearer {self._token}"} if self._token else {})})
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
+
+    def exists(self, path: str) -> bool:
+        """Whether a GET of ``path`` answers (a DAG parsed, say)."""
+        import urllib.error
+
+        try:
+            self.request("GET", path)
+            return True
+        except (urllib.error.URLError, OSError):  # 404, or the server not up yet
+            return False
 
     def wait_for(self, what: str, check: object, timeout: float, every: float = 2.0
                  ) -> object:

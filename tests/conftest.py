@@ -1,7 +1,10 @@
+import json
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +77,21 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     with _guarded(item):
         yield
+
+
+_DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest test files first (tests/durations.json, written by
+    scripts/test_durations.py; a file not in it is guessed at half a second a test).
+    make test runs ``--dist loadfile --no-loadscope-reorder``: xdist then hands files out
+    in this order, so no long file starts when the other worker is nearly done. Tests
+    keep their order within a file."""
+    known = json.loads(_DURATIONS.read_text()) if _DURATIONS.exists() else {}
+    files = [item.nodeid.split("::")[0] for item in items]
+    counts = Counter(files)
+    weight = {f: known.get(f, counts[f] * 0.5) for f in counts}
+    order = {f: i for i, f in enumerate(sorted(counts, key=lambda f: -weight[f]))}
+    items[:] = [item for _, item in sorted(zip(files, items, strict=True),
+                                           key=lambda fi: order[fi[0]])]

@@ -13,18 +13,15 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="mzflow-airflow-"))
-os.environ.update({
-    "AIRFLOW_HOME": str(_AIRFLOW_HOME),
-    "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
-})
+from mzflow_dev.airflow_server import airflow_in_process, throwaway_airflow_home
+
+_AIRFLOW_HOME = throwaway_airflow_home(reuse=False)
+assert _AIRFLOW_HOME is not None
 
 import mzflow  # noqa: E402
 from mzflow.airflow import graph, pools  # noqa: E402
@@ -91,7 +88,7 @@ def test_airflow_dags_have_pools_params_and_asset_schedules(home: Path) -> None:
     from mzflow.airflow import dags
 
     built = dags.load(str(home))
-    assert set(built) == {"mzflow_a", "mzflow_b"}
+    assert set(built) == {"mzflow_a", "mzflow_b", "mzflow_compact"}  # t: compaction's DAG
     a, b = built["mzflow_a"], built["mzflow_b"]
     assert {t.task_id: t.pool for t in a.tasks} == {
         "v0_by_k": "mzflow_a", "m1": "mzflow_a", "m1_by_v": "mzflow_a", "m2": "mzflow_a"}
@@ -99,9 +96,15 @@ def test_airflow_dags_have_pools_params_and_asset_schedules(home: Path) -> None:
     assert a.get_task("m2").upstream_task_ids == {"m1", "m1_by_v"}
     assert a.get_task("v0_by_k").upstream_task_ids == set()
     assert a.get_task("m1").downstream_task_ids == {"m2"}
-    assert a.schedule is None
+    # ON COMMIT: both run on table t's writes (tests/test_airflow_assets.py); b also on
+    # the index of a's it reads.
+    with mzflow.connect(str(home)) as conn:
+        table = f"mzflow://{conn.store.snapshot().installation_id}"
+    assert isinstance(a.schedule, AssetAny)
+    assert [x.uri for x in a.schedule.objects] == [f"{table}/public/t"]
     assert isinstance(b.schedule, AssetAny)
-    assert [x.uri for x in b.schedule.objects] == [a.get_task("m2").outlets[0].uri]
+    assert [x.uri for x in b.schedule.objects] == [a.get_task("m2").outlets[0].uri,
+                                                   f"{table}/public/t"]
     assert a.get_task("m2").index == "m2_primary_idx"
     p = a.params
     assert (p["full_refresh"], p["objects"], p["at"]) == (False, [], None)
@@ -120,7 +123,8 @@ def test_a_home_without_catalog_gives_no_dags(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_parsing_the_dag_file_never_loads_spark_delta_or_expectations(home: Path) -> None:
-    assert parse_dag_file(LOADER, home) == ("['mzflow_a', 'mzflow_b']", "[]")
+    assert parse_dag_file(LOADER, home) == ("['mzflow_a', 'mzflow_b', 'mzflow_compact']",
+                                            "[]")
 
 
 def test_pool_plan_keeps_foreign_pools() -> None:
@@ -330,16 +334,8 @@ def test_a_failing_expectation_fails_the_tick_task(tmp_path: Path, airflow_db: P
 
 @pytest.fixture(scope="module", autouse=True)
 def _cleanup_airflow_home() -> Iterator[None]:
-    """Importing Airflow in-process adds a stdout handler to the root logger and lowers
-    its level: undo that, so later test modules log as they would without us."""
-    import logging
-
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+    with airflow_in_process(_AIRFLOW_HOME):
+        yield
 
 
 # -- DAG-as-code -------------------------------------------------------------------------
@@ -499,7 +495,7 @@ def test_real_airflow_rest_triggered_run_maintains_views(tmp_path: Path,
     server.start()
     try:
         server.wait_for("the DAGs to be parsed", lambda: all(
-            _exists(server, f"/api/v2/dags/{d}") for d in ("mzflow_a", "mzflow_b")), 180)
+            server.exists(f"/api/v2/dags/{d}") for d in ("mzflow_a", "mzflow_b")), 180)
         pools = {p["name"]: p["slots"] for p in server.request(  # type: ignore[index]
             "GET", "/api/v2/pools")["pools"]}  # type: ignore[index]
         assert (pools["mzflow_a"], pools["mzflow_b"]) == (2, 1)
@@ -539,16 +535,6 @@ def test_real_airflow_rest_triggered_run_maintains_views(tmp_path: Path,
         print(f"trigger to success: first run {first:.1f} s, second run {second:.1f} s")
     finally:
         server.stop()
-
-
-def _exists(server: AirflowServer, path: str) -> bool:
-    import urllib.error
-
-    try:
-        server.request("GET", path)
-        return True
-    except urllib.error.HTTPError:
-        return False
 
 
 def _table_rows(psql: str) -> list[list[str]]:
@@ -787,3 +773,63 @@ def test_plugin_serves_a_catalog_view(home: Path, monkeypatch: pytest.MonkeyPatc
                                 "in_quarantine": 2}]
     assert "Data quality" in client.get("/").text
     assert MzflowPlugin.fastapi_apps[0]["url_prefix"] == "/mzflow"
+
+
+# -- mzflow serve through Airflow's PostgreSQL provider (issue 35, item 6) ----------------
+
+_SQL_DAG = '''
+import pendulum
+from airflow.providers.common.sql.operators.sql import SQLCheckOperator, SQLExecuteQueryOperator
+from airflow.sdk import DAG
+
+with DAG("mzflow_sql", schedule=None,
+         start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
+    write = SQLExecuteQueryOperator(task_id="write", conn_id="mzflow",
+                                    sql="INSERT INTO t VALUES (%(k)s, %(v)s)",
+                                    parameters={"k": 41, "v": 42})
+    check = SQLCheckOperator(task_id="check", conn_id="mzflow",
+                             sql="SELECT count(*) = 1 FROM t WHERE k = 41 AND v = 42")
+    write >> check
+'''
+
+_SQL_RUN = """
+import runpy, sys
+from airflow.sdk import DAG
+dag = next(v for v in runpy.run_path(sys.argv[1]).values() if isinstance(v, DAG))
+run = dag.test()
+states = {ti.task_id: str(ti.state).split(".")[-1].lower() for ti in run.get_task_instances()}
+print("RESULT", str(run.state).split(".")[-1].lower(), sorted(states.items()))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_sql_operators_reach_mzflow_serve_through_the_postgres_hook(
+        home: Path, airflow_db: Path, tmp_path: Path) -> None:
+    """An Airflow connection of type postgres points at ``mzflow serve``: the common SQL
+    provider's operators write a row with bound parameters and check it, through
+    PostgresHook (psycopg2) and a SCRAM login."""
+    from mzflow import config
+    from mzflow.server import make_server
+
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE ROLE airflow WITH LOGIN PASSWORD 'af-secret'")
+        conn.execute("GRANT INSERT, SELECT ON t TO airflow")
+    server = make_server(config.load(str(home)), port=0)
+    server.start()
+    try:
+        af = _own_airflow_home(airflow_db, tmp_path)
+        dag_file = af / "dags" / "mzflow_sql.py"
+        dag_file.write_text(_SQL_DAG)
+        env = _airflow_env({**os.environ, "MZFLOW_HOME": str(home),
+                            "AIRFLOW_CONN_MZFLOW": "postgres://airflow:af-secret@127.0.0.1:"
+                                                   f"{server.port}/materialize"}, af)
+        out = subprocess.run([sys.executable, "-c", _SQL_RUN, str(dag_file)],
+                             capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+        result = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+        assert result, out.stdout[-3000:] + out.stderr[-3000:]
+        assert result[-1] == "RESULT success [('check', 'success'), ('write', 'success')]"
+    finally:
+        server.stop()
+    with mzflow.connect(str(home)) as conn:
+        assert conn.execute("SELECT k, v FROM t").rows == [(41, 42)]

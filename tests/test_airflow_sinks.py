@@ -17,21 +17,15 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_OWN_HOME: Path | None = None
-if not Path(os.environ.get("AIRFLOW_HOME", "/")).name.startswith("mzflow-airflow-"):
-    # Not already test_airflow.py's throwaway home (whose tests need it kept).
-    _OWN_HOME = Path(tempfile.mkdtemp(prefix="mzflow-airflow-sinks-"))
-    os.environ.update({
-        "AIRFLOW_HOME": str(_OWN_HOME),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_OWN_HOME / 'airflow.db'}",
-    })
+from mzflow_dev.airflow_server import airflow_in_process, throwaway_airflow_home
+
+# Unless test_airflow.py's throwaway home is already in place (its tests need it kept).
+_OWN_HOME = throwaway_airflow_home("sinks-")
 
 import mzflow  # noqa: E402
 from mzflow.airflow import graph, tasks  # noqa: E402
@@ -47,17 +41,9 @@ BERLIN = "Europe/Berlin"
 
 @pytest.fixture(scope="module", autouse=True)
 def _restore_logging() -> Iterator[None]:
-    """Importing Airflow in-process adds a stdout handler to the root logger and lowers
-    its level: undo that (as test_airflow.py does), and drop our Airflow home."""
-    import logging
-
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    if _OWN_HOME is not None:
-        shutil.rmtree(_OWN_HOME, ignore_errors=True)
+    """Undo Airflow's logging and drop our Airflow home (airflow_in_process)."""
+    with airflow_in_process(_OWN_HOME):
+        yield
     other = getattr(sys.modules.get("test_airflow"), "_AIRFLOW_HOME", None)
     if other is not None and str(other) == os.environ.get("AIRFLOW_HOME"):
         # test_airflow.py's home, removed at the end of that module but recreated (logs/)
@@ -167,7 +153,8 @@ def test_each_sink_is_a_dag_on_its_schedule_in_its_clusters_pool(home: Path) -> 
         snap = conn.store.snapshot()
     specs = {s.name: s for s in sinks.specs(snap)}
     built = dags.load(str(home))
-    assert set(built) == {"mzflow_etl", "mzflow_sink_berlin", "mzflow_sink_plain"}
+    assert set(built) == {"mzflow_etl", "mzflow_sink_berlin", "mzflow_sink_plain",
+                          "mzflow_compact"}
     for name, schedule, tz, pool in [("berlin", "0 */6 * * *", BERLIN, "mzflow_etl"),
                                      ("plain", "@hourly", "UTC", "mzflow_default")]:
         dag = built[f"mzflow_sink_{name}"]
@@ -219,7 +206,8 @@ def test_a_cluster_named_like_a_sink_dag_keeps_its_dag(tmp_path: Path) -> None:
         built = dags.load(str(tmp_path / "h"))
     finally:
         dags.log.removeHandler(handler)
-    assert list(built) == ["mzflow_sink_s"] and built["mzflow_sink_s"].get_task("m")
+    assert list(built) == ["mzflow_sink_s", "mzflow_compact"]
+    assert built["mzflow_sink_s"].get_task("m")
     assert "mzflow: sink s gets no DAG: mzflow_sink_s is taken" in seen
 
 
@@ -242,7 +230,7 @@ def test_parsing_sink_dags_never_loads_spark_or_delta(home: Path) -> None:
     # (mzflow.session itself is imported: ``import mzflow`` loads the session, which
     # imports no engine; the export task's own imports stay in the callable.)
     assert parse_dag_file(LOADER, home) == (
-        "['mzflow_etl', 'mzflow_sink_berlin', 'mzflow_sink_plain']", "[]")
+        "['mzflow_compact', 'mzflow_etl', 'mzflow_sink_berlin', 'mzflow_sink_plain']", "[]")
 
 
 # -- c. a real run through dag.test() -----------------------------------------------------

@@ -28,7 +28,8 @@ import mzflow
 
 CORE = frozenset({"sql", "catalog", "plan", "incremental", "engine", "storage", "read",
                   "errors", "config", "reasons", "values"})
-WINGS = frozenset({"projections", "quality", "sinks", "clusters", "airflow", "shell"})
+WINGS = frozenset({"projections", "quality", "sinks", "clusters", "airflow", "shell",
+                   "server"})
 HIGHER = WINGS | {"session", "maintain", "cli"}
 ROOT = "mzflow"
 

@@ -113,6 +113,7 @@ _CHILD = textwrap.dedent("""
     from mzflow.maintain import ticks
 
     s = mzflow.connect()
+    s.execute("ALTER SYSTEM SET local_read_max_rows = 0")  # the reads under test: on Spark
     s.execute("CREATE TABLE t (x int, s text)")
     s.execute("INSERT INTO t VALUES (1, 'abcdefghij'), (2, NULL), (3, 'x')")
     s.execute("CREATE MATERIALIZED VIEW huge AS "

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from sqlglot import exp
 
 import mzflow
 from mzflow.sql import ast
@@ -53,11 +54,12 @@ def test_cluster_options_are_collected_not_judged() -> None:
     ("sql", "line", "column", "reason"),
     [
         ("CREATE CLUSTER", 1, 15, "Expected cluster name"),
-        ("CREATE FOO bar", 1, 8, "Expected CLUSTER, INDEX, SINK, TABLE, VIEW"),
+        ("CREATE FOO bar", 1, 8, "Expected CLUSTER, INDEX, SCHEMA, SINK, TABLE, VIEW"),
         ("SHOW CLUSTERS;\nCREATE INDEX ON", 2, 16, "Expected table name but got end of input"),
         ("SELECT 1;\nSELECT 'abc", 2, 8, "unterminated quoted string"),
         ("SELECT a\n  FROM t\n  WHERE (", 3, 10, ""),
-        ("DROP SCHEMA x", 1, 6, "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK or CLUSTER"),
+        ("DROP DATABASE x", 1, 6,
+         "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK, CLUSTER or SCHEMA"),
         ("CREATE MATERIALIZED TABLE t (a int)", 1, 21, "Expected VIEW after MATERIALIZED"),
         ("VACUUM t", 1, 1, "VACUUM is not supported"),
         ("CREATE VIEW v AS", 1, 17, "Expected a SELECT"),
@@ -102,3 +104,51 @@ def test_syntax_errors_read_like_postgres(sql: str, message: str, column: int) -
 def test_comment_is_null_parses() -> None:
     (tree,) = parse("COMMENT ON TABLE t IS NULL")
     assert tree.sql() == "COMMENT ON TABLE t IS NULL"
+
+
+@pytest.mark.parametrize(("sql", "kind", "check"), [
+    ("CREATE SCHEMA IF NOT EXISTS materialize.s", ast.CreateSchema,
+     lambda t: (t.this.name, t.args["database"].name, t.args["exists"]) == (
+         "s", "materialize", True)),
+    ("DROP SCHEMA IF EXISTS s, t CASCADE", ast.DropObjects,
+     lambda t: (t.args["kind"], [e.name for e in t.expressions], t.args["cascade"]) == (
+         "SCHEMA", ["s", "t"], True)),
+    ("SET search_path = 'ba r', foo, \"x, y\"", ast.SetVariable,
+     lambda t: [e.name for e in t.args["value"].expressions] == ["ba r", "foo", "x, y"]),
+    ("SET search_path TO public", ast.SetVariable, lambda t: t.args["value"].name == "public"),
+    ("SHOW EXTENDED SCHEMAS FROM materialize", ast.Show,
+     lambda t: (t.args["kind"], t.args["schema"].name) == ("EXTENDED SCHEMAS", "materialize")),
+    ("SHOW SOURCES FROM s", ast.Show, lambda t: t.args["kind"] == "SOURCES"),
+    ("SHOW TABLES FROM materialize.s", ast.Show,
+     lambda t: (t.args["schema"].name, t.args["schema"].db) == ("s", "materialize")),
+])
+def test_schema_statements_parse(sql: str, kind: type, check: object) -> None:
+    (tree,) = parse(sql)
+    assert isinstance(tree, kind)
+    assert check(tree)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("sql", "node"), [
+    # what psql and SQLAlchemy send about the catalog (tests/clients/)
+    ("SELECT 1 FROM t WHERE c.relname OPERATOR(pg_catalog.~) '^(t)$'", exp.Operator),
+    ("SELECT n.nspname !~ '^pg_toast' FROM n", exp.RegexpLike),
+    ("SELECT c.oid::pg_catalog.regclass FROM c", exp.Cast),
+    ("SELECT 'pg_catalog.pg_class'::regclass", exp.Cast),
+    ("SELECT relkind = ANY (ARRAY['r', 'p']) FROM c", exp.Any),
+    ("SELECT pg_catalog.format_type(a.atttypid, a.atttypmod) FROM a", exp.Dot),
+    ("SELECT array(SELECT 'toast.' || x FROM pg_catalog.unnest(r) x) FROM c", exp.Array),
+    ("SELECT c.relname COLLATE pg_catalog.default FROM c", exp.Collate),
+    ("SELECT ''::pg_catalog.char AS attidentity", exp.Cast),
+    ("SELECT unnest(i.indkey), generate_subscripts(i.indkey, 1) FROM i", exp.Explode),
+])
+def test_client_catalog_syntax_parses(sql: str, node: type) -> None:
+    (tree,) = parse(sql)
+    assert isinstance(tree, exp.Select)
+    assert tree.find(node) is not None
+    assert parse(tree.sql(dialect=DIALECT))[0] == tree
+
+
+def test_show_transaction_isolation_level_is_the_variable() -> None:
+    # PostgreSQL's multi-word spelling, which SQLAlchemy sends on connect.
+    (stmt,) = parse("SHOW TRANSACTION ISOLATION LEVEL")
+    assert stmt.args["kind"] == "VARIABLE" and stmt.this.name == "transaction_isolation"

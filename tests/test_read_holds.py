@@ -75,6 +75,7 @@ def test_compaction_during_a_long_as_of_read(tmp_path: Path,
 
     home = tmp_path / "home"
     conn = mzflow.connect(str(home))
+    conn.execute("ALTER SYSTEM SET local_read_max_rows = 0")  # a read as long as Spark's
     h, old = _history(conn)
     expected = sorted((k, g, x) for k, g, x in h.at(old))
     # The read pauses with its versions chosen and its file list made, before Spark

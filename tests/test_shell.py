@@ -268,6 +268,8 @@ def test_internal_error_keeps_the_session(tmp_path: Path, capsys: pytest.Capture
 @pytest.mark.slow
 @pytest.mark.spark
 def test_insert_after_meta_command_is_read_back_and_no_jvm_output_shows(tmp_path: Path) -> None:
+    # The read starts the JVM (a table this small is otherwise read in process).
+    sql(tmp_path, "ALTER SYSTEM SET local_read_max_rows = 0")
     sql(tmp_path, "CREATE TABLE t (a int, b text)")
     term = Term(tmp_path, timeout=300)
     term.run("\\d t")

@@ -47,6 +47,7 @@ import mzflow
 from mzflow.engine import spark
 
 c = mzflow.connect()
+c.execute("ALTER SYSTEM SET local_read_max_rows = 0")  # the read under test: on Spark
 c.execute("CREATE TABLE t (a int, b text)")
 c.execute("INSERT INTO t VALUES (1, 'x'), (2, 'y'), (2, 'z')")
 query = "SELECT a, count(*) FROM t GROUP BY a HAVING count(*) > 0 ORDER BY a"

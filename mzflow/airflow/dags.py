@@ -16,6 +16,19 @@ pools:
   that finds its index already at the run's time is *skipped*, which emits no asset
   event, so the back-and-forth ends after one round.
 
+A cluster's DAG runs on its objects' refresh policies (``catalog/refresh.py``), with
+Airflow's own timetables only, so the scheduler needs no plugin to read them: crons
+(EVERY, ON SCHEDULE) as a ``CronTriggerTimetable`` or ``MultipleCronTriggerTimetable``
+without catch-up (a late scheduler runs the latest due point once, and a new DAG's
+first check runs it at once), instants (AT) as an ``EventsTimetable`` with catch-up
+(every listed refresh runs, in order). A scheduled cluster that also reads other
+clusters runs on either (``AssetOrTimeSchedule``). ON COMMIT objects run on the assets
+of the tables they read, whose watchers turn every committed write into an event
+(``assets.py``, ``triggers.py``); no timetable.
+
+``mzflow_compact`` runs ``mzflow compact`` (one task, Airflow's default pool) every
+``compaction_interval``, from the shortest RETAIN HISTORY unless ALTER SYSTEM sets it.
+
 Within a DAG, tasks follow dependencies; the run's first tick records the time the
 whole run targets (catalog/runs.py: no task of its own, which cost every run a
 second). Params (``full_refresh``, ``objects``, ``at``) render as a form in the
@@ -38,15 +51,35 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Asset, AssetAny, CronDataIntervalTimetable, Param
+import pendulum
+from airflow.sdk import (
+    DAG,
+    Asset,
+    AssetOrTimeSchedule,
+    CronDataIntervalTimetable,
+    CronTriggerTimetable,
+    DeltaTriggerTimetable,
+    MultipleCronTriggerTimetable,
+    Param,
+)
 
-from mzflow.airflow.graph import ClusterDag, SinkDag, cluster_dags, sink_dags
+from mzflow.airflow.assets import inputs
+from mzflow.airflow.graph import (
+    ClusterDag,
+    CompactDag,
+    SinkDag,
+    cluster_dags,
+    compact_dag,
+    sink_dags,
+)
 from mzflow.airflow.operators import (
+    MzflowCompactOperator,
     MzflowSinkOperator,
     MzflowTickOperator,
 )
 from mzflow.airflow.tasks import EXPORT
 from mzflow.catalog.model import Snapshot
+from mzflow.catalog.refresh import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +103,46 @@ def params(names: Iterable[str]) -> dict[str, Param]:
     }
 
 
+START = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+
+
+def timetable(schedule: Schedule) -> Any:
+    """Airflow's timetable for a refresh schedule."""
+    if len(schedule.crons) == 1:
+        return CronTriggerTimetable(schedule.crons[0], timezone=schedule.timezone)
+    if schedule.crons:
+        return MultipleCronTriggerTimetable(*schedule.crons, timezone=schedule.timezone)
+    # Airflow core's, not the SDK's: Airflow 3.3's serializer drops the SDK one's
+    # summary, which its decoder requires (apache/airflow#69401), so a DAG with the SDK
+    # EventsTimetable cannot be parsed.
+    from airflow.timetables.events import EventsTimetable
+
+    return EventsTimetable(event_dates=[pendulum.from_timestamp(t / 1000) for t in
+                                        schedule.ats], presorted=True,
+                           description=f"REFRESH AT ({len(schedule.ats)} times)")
+
+
 def build_dag(plan: ClusterDag, home: str, catalog_url: str | None,
-              schedule: Any = None) -> DAG:
-    """``schedule`` applies to clusters that read no other cluster (the roots);
-    the others run when their upstream assets are updated."""
-    if plan.upstream_assets:
-        schedule = AssetAny(*(Asset(uri=u, name=u) for u in plan.upstream_assets))
+              schedule: Any = None, warehouse: Path | None = None) -> DAG:
+    """The DAG runs on its objects' refresh schedule, or, all ON COMMIT and reading no
+    table, ``schedule``; it also runs when the assets it reads are updated: other
+    clusters' indexes, and the tables its ON COMMIT objects read (``assets.py``)."""
+    timed = timetable(plan.refresh) if plan.refresh is not None else None
+    if timed is not None:
+        schedule = timed
+    assets = inputs(plan, warehouse if warehouse is not None else Path(home) / "warehouse")
+    if assets is not None:
+        schedule = assets if timed is None else AssetOrTimeSchedule(timetable=timed,
+                                                                    assets=assets)
+    events = plan.refresh is not None and not plan.refresh.crons
     names = {n for t in plan.tasks for n in (t.task_id, t.on)}
     dag = DAG(
         dag_id=plan.dag_id,
         schedule=schedule,
-        start_date=dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
-        catchup=False,
+        # A list of REFRESH AT times runs each of them, in order (all past ones too).
+        start_date=min([START, *(pendulum.from_timestamp(t / 1000) for t in plan.refresh.ats)])
+        if events and plan.refresh is not None else START,
+        catchup=events,
         max_active_runs=1,  # two runs would race to tick the same indexes
         default_args=DEFAULT_ARGS,
         params=params(names),
@@ -127,17 +188,44 @@ def build_sink_dag(plan: SinkDag, home: str, catalog_url: str | None) -> DAG:
     return dag
 
 
+def build_compact_dag(plan: CompactDag, home: str, catalog_url: str | None) -> DAG:
+    dag = DAG(
+        dag_id=plan.dag_id,
+        schedule=DeltaTriggerTimetable(dt.timedelta(milliseconds=plan.interval_ms)),
+        start_date=START,
+        catchup=False,  # compacting once catches up any number of missed runs
+        max_active_runs=1,
+        default_args=DEFAULT_ARGS,  # a compaction is safe to run again
+        tags=["mzflow", "compaction"],
+        description=f"Runs mzflow compact every {dt.timedelta(milliseconds=plan.interval_ms)}"
+                    f" ({plan.reason})",
+        doc_md=f"### mzflow compaction\n\nGenerated from the catalog: `mzflow compact` every "
+               f"{dt.timedelta(milliseconds=plan.interval_ms)}, from {plan.reason}. Set "
+               f"it with `ALTER SYSTEM SET compaction_interval = '<interval>'`.\n",
+    )
+    with dag:
+        MzflowCompactOperator(task_id="compact", home=home, catalog_url=catalog_url,
+                              doc_md="Advances since and reclaims storage (`mzflow compact`).")
+    return dag
+
+
 def build(snap: Snapshot, home: str | Path, catalog_url: str | None = None,
-          schedule: Any = None) -> dict[str, DAG]:
-    """Every cluster's and every sink's DAG, keyed by dag id (what a DAG file puts in
-    its globals)."""
-    out = {p.dag_id: build_dag(p, str(home), catalog_url, schedule)
+          schedule: Any = None, warehouse: Path | None = None) -> dict[str, DAG]:
+    """Every cluster's and every sink's DAG, and the compaction DAG, keyed by dag id
+    (what a DAG file puts in its globals)."""
+    out = {p.dag_id: build_dag(p, str(home), catalog_url, schedule, warehouse)
            for p in cluster_dags(snap)}
     for s in sink_dags(snap):
         if s.dag_id in out:  # a cluster named sink_<x>: its DAG keeps the id
             log.warning("mzflow: sink %s gets no DAG: %s is taken", s.sink, s.dag_id)
             continue
         out[s.dag_id] = build_sink_dag(s, str(home), catalog_url)
+    compact = compact_dag(snap)
+    if compact is not None:
+        if compact.dag_id in out:  # a cluster named compact keeps its DAG
+            log.warning("mzflow: no compaction DAG: %s is taken", compact.dag_id)
+        else:
+            out[compact.dag_id] = build_compact_dag(compact, str(home), catalog_url)
     return out
 
 
@@ -160,7 +248,7 @@ def load(home: str | None = None, catalog_url: str | None = None,
         store.close()
     # Tasks get the explicit URL only when it is not the home's default SQLite file.
     url = None if cfg.catalog_url == f"sqlite:///{cfg.home / 'catalog.db'}" else cfg.catalog_url
-    return build(snap, cfg.home, url, schedule)
+    return build(snap, cfg.home, url, schedule, cfg.warehouse)
 
 
 def _sink_doc(plan: SinkDag) -> str:
@@ -173,8 +261,10 @@ def _sink_doc(plan: SinkDag) -> str:
 
 
 def _doc(plan: ClusterDag) -> str:
-    rows = "\n".join(f"| `{t.task_id}` | `{t.index}` | `{t.on}` | "
+    rows = "\n".join(f"| `{t.task_id}` | `{t.index}` | `{t.on}` | {t.refresh} | "
                      f"{', '.join(t.upstream_assets) or '—'} |" for t in plan.tasks)
+    runs = (f" Runs {plan.refresh.describe()} (REFRESH policies)." if plan.refresh else "")
     return (f"### mzflow cluster `{plan.cluster}`\n\nGenerated from the catalog: edit the "
-            f"catalog with SQL, not this DAG. Pool `{plan.pool}` ({plan.slots} slots).\n\n"
-            f"| task | index | on | reads other clusters' |\n|---|---|---|---|\n{rows}\n")
+            f"catalog with SQL, not this DAG. Pool `{plan.pool}` ({plan.slots} slots).{runs}"
+            f"\n\n| task | index | on | refresh | reads other clusters' |\n"
+            f"|---|---|---|---|---|\n{rows}\n")

@@ -1,7 +1,9 @@
 """``mzflow_spark``: the Airflow connection that says where ticks run their Spark.
 
-It follows the apache-spark provider's conventions, so an existing Spark connection
-can be copied as is:
+Its type is ``mzflow`` (the provider's connection type, provider.py): the host is the
+Spark master or Spark Connect URL, the extras ``home`` and ``catalog_url`` name the
+catalog. A connection of the apache-spark provider's types, made before mzflow had
+its own, keeps working under the same id, as do its conventions:
 
 - conn type ``spark``: host ``local[*]``, ``yarn``, ``spark://host`` or a bare host
   (read as ``spark://host``), port appended (``spark://host:7077``);
@@ -23,11 +25,11 @@ CONN_ID = "mzflow_spark"
 SPARK_CONNECT_PORT = 15002
 
 
-class MzflowSparkHook(BaseHook):
+class MzflowHook(BaseHook):
     conn_name_attr = "conn_id"
     default_conn_name = CONN_ID
-    conn_type = "spark"
-    hook_name = "mzflow Spark"
+    conn_type = "mzflow"
+    hook_name = "mzflow"
 
     def __init__(self, conn_id: str = CONN_ID, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -41,8 +43,22 @@ class MzflowSparkHook(BaseHook):
             conn = self.get_connection(self.conn_id)
         except AirflowNotFoundException:
             return None
-        return master_url(conn.conn_type or "spark", conn.host or "", conn.port,
+        return master_url(conn.conn_type or "mzflow", conn.host or "", conn.port,
                           conn.extra_dejson)
+
+    def catalog(self) -> tuple[str | None, str | None]:
+        """The connection's ``(home, catalog_url)`` extras; ``(None, None)`` without one."""
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            extra = self.get_connection(self.conn_id).extra_dejson
+        except AirflowNotFoundException:
+            return None, None
+        return extra.get("home") or None, extra.get("catalog_url") or None
+
+
+# The name it had while it borrowed the ``spark`` type; DAG files may import it.
+MzflowSparkHook = MzflowHook
 
 
 def master_url(conn_type: str, host: str, port: int | None,

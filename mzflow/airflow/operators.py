@@ -49,8 +49,19 @@ class MzflowTickOperator(BaseOperator):
         self.run_scope = run_scope  # ticks sharing a run's time: the DAG's, or a group's
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return tasks.tick(self.home, self.catalog_url, self.index, self.names, context,
-                          self.time_task_id, self.cluster, self.run_scope)
+        self._done = tasks.tick(self.home, self.catalog_url, self.index, self.names,
+                                context, self.time_task_id, self.cluster, self.run_scope)
+        return self._done
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The tables read at the run's time in, the index out (lineage.py)."""
+        from mzflow.airflow import lineage
+
+        done = getattr(self, "_done", {})
+        snap = lineage.snapshot(self.home, self.catalog_url)
+        return lineage.operator_lineage(lineage.of_index(snap, done.get("index", self.index)),
+                                        done.get("at"), done.get("version_after"),
+                                        done.get("rows_changed"))
 
 
 class MzflowSinkOperator(BaseOperator):
@@ -65,7 +76,30 @@ class MzflowSinkOperator(BaseOperator):
         self.sink, self.home, self.catalog_url = sink, home, catalog_url
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
-        return tasks.export(self.home, self.catalog_url, self.sink, context)
+        self._done = tasks.export(self.home, self.catalog_url, self.sink, context)
+        return self._done
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The source's tables in, the sink's target out (lineage.py)."""
+        from mzflow.airflow import lineage
+
+        done = getattr(self, "_done", [])
+        snap = lineage.snapshot(self.home, self.catalog_url)
+        return lineage.operator_lineage(lineage.of_sink(snap, self.sink), None, None,
+                                        sum(e["rows"] for e in done) if done else None)
+
+
+class MzflowCompactOperator(BaseOperator):
+    """Advance since and reclaim storage of every table and index (``mzflow compact``)."""
+
+    ui_color = "#f3ead9"
+
+    def __init__(self, *, home: str, catalog_url: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.home, self.catalog_url = home, catalog_url
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        return tasks.compact(self.home, self.catalog_url)
 
 
 class MzflowDeployOperator(BaseOperator):

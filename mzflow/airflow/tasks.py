@@ -47,19 +47,31 @@ def pick_time(home: str, catalog_url: str | None, context: Mapping[str, Any],
 
 def given_time(context: Mapping[str, Any]) -> int | None:
     """The run's target time if the run says it: the ``at`` param; else, for a run
-    triggered by another cluster's ticks, the latest time those ticks reached (so a
-    downstream cluster catches up to exactly what its inputs hold). None: the run's
+    triggered by asset events, the latest time they say their assets reached (another
+    cluster's ticks, a table's writes), so the run catches up to exactly what its inputs
+    hold, every event's write included: several events make one run. None: the run's
     first tick records every committed write's time (catalog/runs.py)."""
     at = context["params"].get("at")
     if at is not None:
         log.info("mzflow: target time %s (param at)", at)
         return int(at)
-    upstream = [int(e.extra["at"]) for events in _events(context)
-                for e in events if e.extra and "at" in e.extra]
+    upstream = [at for events in _events(context) for e in events
+                if (at := _event_time(e.extra)) is not None]
     if upstream:
-        log.info("mzflow: target time %s (from upstream asset events)", max(upstream))
+        log.info("mzflow: target time %s (from asset events)", max(upstream))
         return max(upstream)
     return None
+
+
+def _event_time(extra: Mapping[str, Any] | None) -> int | None:
+    """The time an asset event says its asset reached: an upstream tick's ``at``, or
+    the write time in a table watcher's payload (triggers.py)."""
+    if not extra:
+        return None
+    at = extra.get("at")
+    if at is None and isinstance(extra.get("payload"), Mapping):
+        at = extra["payload"].get("at")
+    return None if at is None else int(at)
 
 
 def run_key(context: Mapping[str, Any], scope: str = "") -> str:
@@ -230,6 +242,21 @@ def export(home: str, catalog_url: str | None, sink: str,
              "seconds": round(e.seconds, 3)} for e in done]
 
 
+def compact(home: str, catalog_url: str | None) -> list[dict[str, Any]]:
+    """``mzflow compact``: log and return what each object's compaction did."""
+    import mzflow
+
+    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        done = conn.compact()
+    out = [{"object": c.table, "kind": c.kind, "since": c.since, "version": c.version,
+            "files_merged": c.files_merged, "files_removed": c.files_removed} for c in done]
+    for c in out:
+        log.info("mzflow compact: %s (%s): since %s, version %s, %s files merged, %s removed",
+                 c["object"], c["kind"], c["since"], c["version"], c["files_merged"],
+                 c["files_removed"])
+    return out
+
+
 def sink_interval(schedule: str, timezone: str, start: dt.datetime, end: dt.datetime
                   ) -> tuple[dt.datetime, dt.datetime]:
     """The sink's own interval for Airflow's ``[start, end)``: the same one, since
@@ -265,6 +292,7 @@ def deploy(home: str, catalog_url: str | None, decls: list[dict[str, Any]]) -> l
     exists is left alone (a cluster whose SIZE differs is resized), what is missing is
     created in declaration order. Safe to retry and to run twice."""
     import mzflow
+    from mzflow.catalog import names
 
     done = []
     with mzflow.connect(home, catalog_url=catalog_url) as conn:
@@ -278,7 +306,7 @@ def deploy(home: str, catalog_url: str | None, decls: list[dict[str, Any]]) -> l
                 elif d.get("size") and not have.virtual and have.size != d["size"]:
                     conn.execute(d["alter_sql"])
                     done.append(f"resized cluster {d['name']} to {d['size']}")
-            elif snap.find(d["name"]) is None:
+            elif names.find(snap, d["name"]) is None:
                 conn.execute(d["sql"])
                 done.append(f"created {d['kind']} {d['name']}")
     for line in done or ["catalog already up to date"]:

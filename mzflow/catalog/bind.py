@@ -16,12 +16,10 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
-from mzflow.catalog import checks, exprtypes, from_clause, srf, system
+from mzflow.catalog import checks, exprtypes, from_clause, names, srf, system
 from mzflow.catalog.model import (
-    DATABASE,
     RELATION_KINDS,
     ROWID,
-    SCHEMA,
     TABLE,
     Column,
     Item,
@@ -34,7 +32,6 @@ from mzflow.errors import (
     UnknownColumn,
     UnknownObject,
     UnknownRelation,
-    UnknownSchema,
     Unsupported,
     WrongObjectType,
 )
@@ -119,6 +116,9 @@ def _figure_name(node: exp.Expr) -> tuple[str | None, int]:
         return str(node.this).lower(), 2
     if isinstance(node, exp.Pad):
         return ("lpad" if node.args.get("is_left") else "rpad"), 2
+    if isinstance(node, exp.Trim):  # trim(trailing …) is rtrim in PostgreSQL's grammar
+        position = str(node.args.get("position") or "").upper()
+        return {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "btrim"), 2
     if type(node) in _FUNCTION_NAMES:
         return _FUNCTION_NAMES[type(node)], 2
     if isinstance(node, exp.Func) and not isinstance(node, exp.DPipe):
@@ -127,6 +127,7 @@ def _figure_name(node: exp.Expr) -> tuple[str | None, int]:
 
 
 _PIN = re.compile(r"^mz_(u\d+)_v(\d+)$")
+_VIEW = re.compile(r"^mz_(u\d+)$")
 
 
 def pin_key(item: Item, version: int) -> str:
@@ -140,6 +141,17 @@ def pinned(name: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
+def view_key(item: Item) -> str:
+    """The relation name a bound query uses for a view (unique across schemas)."""
+    return f"mz_{item.id}"
+
+
+def viewed(snap: Snapshot, name: str) -> Item | None:
+    """The view or materialized view a bound query's relation ``name`` reads, if any."""
+    m = _VIEW.match(name)
+    return snap.item(m.group(1)) if m else None
+
+
 def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTable:
     """An ``exp.Table`` in a FROM clause → a user relation or a system table."""
     if isinstance(table, VersionedTable):
@@ -151,16 +163,11 @@ def resolve_relation(snap: Snapshot, table: exp.Table) -> Item | system.SystemTa
         if item.kind != TABLE:
             raise WrongObjectType(f"{item.qualified_name} is not a table")
         return item
-    name, schema, db = table.name, table.db or None, table.catalog or None
-    if db not in (None, DATABASE):
-        raise UnknownObject(f"unknown database '{db}'")
-    if schema in (None, "mz_catalog", "mz_internal") and (sys_table := system.lookup(name)):
-        return sys_table
-    if schema not in (None, SCHEMA):
-        raise UnknownSchema(f"unknown schema '{schema}'")
-    found = snap.find(name)
+    found = system.find_relation(snap, table)
+    if isinstance(found, system.SystemTable):
+        return found
     if found is None:
-        raise UnknownRelation(f"unknown catalog item '{name}'")
+        raise UnknownRelation(f"unknown catalog item '{names.written(table)}'")
     item = found
     if item.kind not in RELATION_KINDS:
         raise WrongObjectType(f"{item.qualified_name} is not a relation")
@@ -187,6 +194,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
         alias = table.alias_or_name
         key = rel.name
         if isinstance(rel, system.SystemTable):
+            key = rel.key
             cols, hidden = rel.columns, rel.hidden
             if rel.name not in sys_tables:
                 sys_tables.append(rel.name)
@@ -198,6 +206,7 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
             key = pin_key(rel, version)
         else:
             cols, hidden = rel.columns, ()
+            key = view_key(rel)
         if not isinstance(rel, system.SystemTable) and rel.id not in deps:
             deps.append(rel.id)
         # Later stages see bare names; the catalog namespace has one schema.
@@ -226,10 +235,11 @@ def bind(snap: Snapshot, query: exp.Query) -> Bound:
     _alias_subquery_projections(query)
     checks.references(query, full)
     try:
-        # Pass 1 expands * to visible columns only; pass 2 resolves and validates
-        # every column, hidden ones included.
+        # Pass 1 expands * to visible columns only (a hidden one named with its
+        # table's alias is not unknown there: pass 2 checks it); pass 2 resolves and
+        # validates every column, hidden ones included.
         query = qualify(query, schema=visible, dialect=DIALECT, validate_qualify_columns=False,
-                        identify=False)
+                        identify=False, allow_partial_qualification=True)
         query = qualify(query, schema=full, dialect=DIALECT, identify=False)
         checks.placement(query)
         _unalias_columns(query, visible)

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 
 from sqlglot import exp
+from sqlglot.errors import ParseError
 
 from mzflow.errors import Error, TypeMismatch, UnknownFunction, Unsupported
 from mzflow.sql import to_char
@@ -118,8 +119,11 @@ def to_sqlglot(t: str) -> exp.DataType:
                "timestamp with time zone": "TIMESTAMPTZ", "character varying": "VARCHAR",
                "double precision": "DOUBLE", "real": "FLOAT", "unknown": "TEXT",
                "jsonb": "JSONB", "bytea": "VARBINARY"}.get(b, b)
-    return exp.DataType.build(spelled + t[len(b):] if b in TEXT_TYPES else spelled,
-                              dialect="postgres")
+    text = spelled + t[len(b):] if b in TEXT_TYPES else spelled
+    try:
+        return exp.DataType.build(text, dialect="postgres")
+    except ParseError:  # a catalog type sqlglot has no word for ("char", int2vector)
+        return exp.DataType.build(text, dialect="postgres", udt=True)
 
 
 def unconstrained(t: str) -> str:

@@ -178,6 +178,46 @@ run_times = sa.Table(
 )
 
 
+# Roles and privileges (catalog/roles.py, catalog/privileges.py). A password is kept
+# only as its SCRAM-SHA-256 verifier. Owners and grants name objects by type and id
+# (no foreign keys: clusters, items, schemas and the system are all objects).
+roles = sa.Table(
+    "roles", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("oid", sa.Integer, nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("inherit", sa.Boolean, nullable=False),
+    sa.Column("login", sa.Boolean, nullable=False),
+    sa.Column("superuser", sa.Boolean, nullable=False),
+    sa.Column("verifier", sa.Text),
+)
+owners = sa.Table(
+    "owners", metadata,
+    sa.Column("object_type", sa.String(16), primary_key=True),
+    sa.Column("object_id", sa.String(64), primary_key=True),
+    sa.Column("role_id", sa.String(32), nullable=False),
+)
+grants = sa.Table(
+    "grants", metadata,
+    sa.Column("object_type", sa.String(16), primary_key=True),
+    sa.Column("object_id", sa.String(64), primary_key=True),
+    sa.Column("grantee", sa.String(32), primary_key=True),
+    sa.Column("grantor", sa.String(32), primary_key=True),
+    sa.Column("privileges", sa.String(16), nullable=False),
+)
+
+
+# User schemas of the one database (v10). Items name theirs by name (items.schema_name).
+schemas = sa.Table(
+    "schemas", metadata,
+    sa.Column("id", sa.String(32), primary_key=True),
+    sa.Column("oid", sa.Integer, nullable=False, unique=True),
+    sa.Column("database_name", sa.String(255), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.UniqueConstraint("database_name", "name"),
+)
+
+
 def _v1_initial(conn: Connection) -> None:
     # The v1 shapes of `clusters` and `items`, frozen here: the module-level tables have
     # grown since.
@@ -236,6 +276,46 @@ def _v6_cluster_spark(conn: Connection) -> None:
     conn.execute(sa.text("ALTER TABLE clusters ADD COLUMN spark TEXT"))
 
 
+def _v9_roles(conn: Connection) -> None:
+    """Roles, owners and grants. The built-in superuser ``materialize`` owns everything
+    that exists; PUBLIC may use the database, its schema and the default cluster, as in
+    Materialize (where PUBLIC may use the ``quickstart`` cluster)."""
+    from mzflow.catalog import roles as role_rules
+
+    for table in (roles, owners, grants):
+        table.create(conn)
+    oid = int(conn.execute(sa.select(meta.c.value).where(meta.c.key == "next_oid_id"))
+              .scalar_one())
+    conn.execute(meta.update().where(meta.c.key == "next_oid_id").values(value=str(oid + 1)))
+    conn.execute(meta.insert(), [{"key": "next_role_id", "value": "2"}])
+    owner = role_rules.MATERIALIZE_ID
+    conn.execute(roles.insert().values(id=owner, oid=oid, name=role_rules.MATERIALIZE,
+                                       inherit=True, login=True, superuser=True,
+                                       verifier=None))
+    rows = [{"object_type": "item", "object_id": r.id, "role_id": owner}
+            for r in conn.execute(sa.select(items.c.id))]
+    rows += [{"object_type": "cluster", "object_id": str(r.id), "role_id": owner}
+             for r in conn.execute(sa.select(clusters.c.id))]
+    if rows:
+        conn.execute(owners.insert(), rows)
+    public = [("database", role_rules.DATABASE_ID), ("schema", role_rules.SCHEMA_ID)]
+    default = conn.execute(sa.select(clusters.c.id).where(clusters.c.name == "default")
+                           ).scalar_one_or_none()
+    if default is not None:
+        public.append(("cluster", str(default)))
+    conn.execute(grants.insert(), [
+        {"object_type": kind, "object_id": object_id, "grantee": role_rules.PUBLIC_ID,
+         "grantor": owner, "privileges": "U"} for kind, object_id in public])
+
+
+def _v10_schemas(conn: Connection) -> None:
+    """CREATE SCHEMA: every catalog has had ``public`` (u3, as Materialize numbers it)."""
+    schemas.create(conn)
+    conn.execute(schemas.insert().values(id="u3", oid=2200, database_name="materialize",
+                                         name="public"))
+    conn.execute(meta.insert(), [{"key": "next_schema_id", "value": "4"}])
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "initial catalog", _v1_initial),
     (2, "timestamps and frontiers", _v2_time),
@@ -245,6 +325,8 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (6, "cluster spark endpoint", _v6_cluster_spark),
     (7, "read_holds", lambda conn: read_holds.create(conn)),
     (8, "run_times", lambda conn: run_times.create(conn)),
+    (9, "roles and privileges", _v9_roles),
+    (10, "schemas", _v10_schemas),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from mzflow.errors import UnknownObject
+from mzflow.errors import UnknownObject, UnknownSchema
 
 DATABASE = "materialize"
 SCHEMA = "public"
@@ -48,6 +48,21 @@ class Cluster:
             raise ValueError("a cluster is either VIRTUAL or SIZEd, not both")
         if self.virtual and self.spark is not None:
             raise ValueError("a VIRTUAL cluster has no Spark endpoint of its own")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A user schema of the one database. ``id`` as Materialize numbers them (``u3`` is
+    ``public``); ``oid`` is its pg_namespace OID."""
+
+    id: str
+    oid: int
+    name: str
+    database: str = DATABASE
+
+
+# Every catalog has it from its first migration; PostgreSQL gives public OID 2200 too.
+PUBLIC = Schema("u3", 2200, SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -148,6 +163,34 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class Role:
+    """A role (catalog/roles.py). ``verifier`` is the password's SCRAM-SHA-256 verifier
+    in PostgreSQL's text form, never the password; None: the role has no password."""
+
+    id: str  # "u<n>", as Materialize numbers user roles
+    oid: int
+    name: str
+    inherit: bool = True
+    login: bool = False
+    superuser: bool = False
+    verifier: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Privileges ``grantee`` holds on one object (catalog/privileges.py), in
+    Materialize's ACL letters (``r`` SELECT, ``a`` INSERT, ``w`` UPDATE, ``d`` DELETE,
+    ``C`` CREATE, ``U`` USAGE, ``R``/``B``/``N`` CREATEROLE/CREATEDB/CREATECLUSTER).
+    ``object_type`` is item, cluster, schema, database or system."""
+
+    object_type: str
+    object_id: str
+    grantee: str  # a role id, or "p": PUBLIC
+    grantor: str
+    privileges: str
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The whole catalog at one ``version`` (bumped by every DDL transaction)."""
 
@@ -161,6 +204,23 @@ class Snapshot:
     comments: tuple[tuple[str, int, str], ...] = ()  # (item id, column position or 0, text)
     projections: tuple[Projection, ...] = ()
     expectations: tuple[Expectation, ...] = ()
+    roles: tuple[Role, ...] = ()
+    grants: tuple[Grant, ...] = ()
+    owners: tuple[tuple[str, str, str], ...] = ()  # (object type, object id, role id)
+    schemas: tuple[Schema, ...] = (PUBLIC,)
+
+    def schema_named(self, name: str) -> Schema | None:
+        return next((s for s in self.schemas if s.name == name), None)
+
+    def schema_id(self, name: str) -> str:
+        """The id of a user schema ``name`` (mz_*.schema_id)."""
+        found = self.schema_named(name)
+        if found is None:
+            raise UnknownSchema(f"unknown schema '{name}'")
+        return found.id
+
+    def in_schema(self, name: str) -> list[Item]:
+        return [i for i in self.items if i.schema == name]
 
     def projections_on(self, table_id: str) -> list[Projection]:
         return [p for p in self.projections if p.table_id == table_id]

@@ -43,12 +43,17 @@ PG_TYPE_NAMES = {
 }
 
 
-def qualified(name: str) -> exp.Table:
+def qualified(name: str, schema: str = SCHEMA) -> exp.Table:
     return exp.Table(
         this=exp.to_identifier(name, quoted=True),
-        db=exp.to_identifier(SCHEMA, quoted=True),
+        db=exp.to_identifier(schema, quoted=True),
         catalog=exp.to_identifier(DATABASE, quoted=True),
     )
+
+
+def of_item(item: Item) -> exp.Table:
+    """``item``'s fully qualified name."""
+    return qualified(item.name, item.schema)
 
 
 def quoted(name: str) -> str:
@@ -71,6 +76,8 @@ def qualify_relations(query: exp.Query, snap: Snapshot) -> exp.Query:
     table pinned to a version: ``[u1 AS "materialize"."public"."t" VERSION 0]``, the
     version named in the query or else the table's newest. A view keeps reading the
     columns it was created with after the table gains new ones."""
+    from mzflow.catalog import system
+
     query = query.copy()
     ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
     for table in list(query.find_all(exp.Table)):
@@ -79,10 +86,11 @@ def qualify_relations(query: exp.Query, snap: Snapshot) -> exp.Query:
         if isinstance(table, VersionedTable):
             item: Item | None = snap.item(table.args["item_id"].name)
         else:
-            item = snap.find(table.name) if table.db in ("", SCHEMA) else None
+            found = system.find_relation(snap, table)
+            item = found if isinstance(found, Item) else None
         if item is None or item.kind not in RELATION_KINDS:
             continue
-        new: exp.Table = qualified(item.name)
+        new: exp.Table = of_item(item)
         if item.kind == TABLE:
             version = (int(table.args["pinned"].name) if isinstance(table, VersionedTable)
                        else item.version)
@@ -127,7 +135,8 @@ def column_type(col: Column) -> exp.DataType:
 def create_table_sql(name: str, columns: tuple[Column, ...],
                      partition_by: tuple[str, ...] = (),
                      projections: tuple[tuple[str, str], ...] = (),
-                     expectations: tuple[tuple[str, str], ...] = ()) -> str:
+                     expectations: tuple[tuple[str, str], ...] = (),
+                     schema: str = SCHEMA) -> str:
     """``projections``: (name, SELECT) pairs, shown by SHOW CREATE TABLE (the stored
     statement has none: they are added and dropped without a new table version)."""
     defs = []
@@ -151,5 +160,5 @@ def create_table_sql(name: str, columns: tuple[Column, ...],
         constraint = parse(f"CREATE TABLE x (a int, {clause})")[0].this.expressions[-1]
         items.append(constraint)
     parts = [exp.to_identifier(c, quoted=True) for c in partition_by] or None
-    return sql(CreateTable(this=exp.Schema(this=qualified(name), expressions=items),
+    return sql(CreateTable(this=exp.Schema(this=qualified(name, schema), expressions=items),
                            partition_by=parts))

@@ -28,12 +28,14 @@ def cron(schedule: str) -> str:
     return PRESETS.get(schedule.strip().lower(), schedule.strip())
 
 
-def check(schedule: str, timezone: str) -> None:
+def check(schedule: str, timezone: str, what: str = "SCHEDULE") -> None:
+    """``what``: the option's name in the error (a sink's SCHEDULE, a REFRESH ON
+    SCHEDULE)."""
     import pendulum
     from croniter import croniter
 
     if not croniter.is_valid(cron(schedule)):
-        raise InvalidOption(f"invalid SCHEDULE '{schedule}'",
+        raise InvalidOption(f"invalid {what} '{schedule}'",
                             hint="use a cron expression such as '0 * * * *' or a preset "
                                  f"({', '.join(PRESETS)})")
     try:

@@ -32,6 +32,7 @@ from sqlglot import exp
 from mzflow.catalog import exprtypes
 from mzflow.catalog.exprtypes import INTEGERS, UNKNOWN, base, display_name, scale
 from mzflow.catalog.intervals import parse_interval
+from mzflow.catalog.pg_catalog import KEYWORDS
 from mzflow.errors import (
     Error,
     UnknownFunction,
@@ -164,6 +165,8 @@ def _bind_from_item(item: exp.Table | exp.Lateral) -> None:
         funcs = [item.this]
     else:
         return  # a relation, a LATERAL subquery, or bound already
+    if _catalog_function(item, funcs):
+        return
     for f in funcs:
         if not isinstance(f, ast.GenerateSeries):
             name = f.sql(dialect="postgres").split("(")[0].lower()
@@ -192,6 +195,30 @@ def _bind_from_item(item: exp.Table | exp.Lateral) -> None:
                              alias=exp.TableAlias(
                                  this=exp.to_identifier(alias or NAME),
                                  columns=[exp.to_identifier(c) for c in columns])))
+
+
+def bind_catalog_functions(query: exp.Expr) -> None:
+    """Every ``pg_get_keywords()`` in ``query``'s FROM clauses made its catalog relation,
+    in place (the catalog-query path reads relations before the binder runs)."""
+    for item in list(query.find_all(exp.Table)):
+        if isinstance(item.this, exp.Anonymous):
+            _catalog_function(item, [item.this])
+
+
+def _catalog_function(item: exp.Table | exp.Lateral, funcs: list[exp.Expr]) -> bool:
+    """``pg_get_keywords()`` in FROM: a catalog relation of its own (pg_catalog.KEYWORDS),
+    read as any system relation is. The call takes no arguments."""
+    f = funcs[0]
+    if not (len(funcs) == 1 and isinstance(item, exp.Table) and isinstance(f, exp.Anonymous)
+            and f.name.lower() == "pg_get_keywords"
+            and (item.db or "pg_catalog").lower() == "pg_catalog"):
+        return False
+    if f.expressions:
+        raise UnknownFunction("function pg_get_keywords(" + ", ".join(
+            "unknown" for _ in f.expressions) + ") does not exist")
+    item.set("this", exp.to_identifier(KEYWORDS, quoted=True))
+    item.set("db", exp.to_identifier("pg_catalog"))
+    return True
 
 
 def _first_duplicate(names: list[str]) -> str:

@@ -4,7 +4,8 @@ Every DDL statement is one transaction (:meth:`Store.write`) that re-reads the
 catalog inside the transaction, checks, writes, and bumps ``catalog_version``.
 Sessions cache a :class:`Snapshot` and reload it only when that counter moved,
 which is how two sessions on one home see each other's DDL at the cost of one
-tiny query per statement.
+tiny query per statement; on SQLite, of one pragma while nothing commits
+(data_version.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from mzflow.catalog import migrations
+from mzflow import caches
+from mzflow.catalog import data_version, migrations, roles
 from mzflow.catalog.model import (
     Cluster,
     Column,
@@ -25,9 +27,15 @@ from mzflow.catalog.model import (
     IndexKey,
     Item,
     Projection,
+    Schema,
     Snapshot,
 )
 from mzflow.errors import CatalogError
+
+# Snapshots loaded by any store of this process, by catalog (URL and installation id)
+# and version: a new session (a server's login) finds the catalog it opens loaded. A
+# version names the catalog's content, so one store's load serves every other's.
+_LOADED = caches.lru("catalog.snapshots", 16)
 
 
 class Store:
@@ -39,17 +47,35 @@ class Store:
         except sa.exc.SQLAlchemyError as e:
             raise CatalogError(f"cannot open catalog at {url}: {e}") from None
         self._snapshot: Snapshot | None = None
+        # SQLite's commit counter, and the snapshot known current at its value.
+        self._watch = data_version.watch(self.engine)
+        self._fresh: tuple[tuple[int, int], Snapshot] | None = None
+        # The role DDL acts as: what it creates, this role owns (catalog/roles.py).
+        self.role_id = roles.MATERIALIZE_ID
         # Run first under every write lock: recovery that must happen before any writer
         # can advance read_ts (a quarantine left half-written by a killed writer).
         self.on_lock: list[Callable[[], None]] = []
 
     def close(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
         self.engine.dispose()
+
+    @property
+    def watched(self) -> bool:
+        """Whether :meth:`snapshot` costs one pragma while nothing commits (SQLite)."""
+        return self._watch is not None
 
     # -- reads -----------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
         """The current catalog, reloaded only if another writer changed it."""
+        # Read before the rows below: a commit in between moves it again, and the next
+        # call reads them again.
+        mark = self._watch.read() if self._watch is not None else None
+        fresh = self._fresh
+        if mark is not None and fresh is not None and fresh[0] == mark:
+            return fresh[1]
         with self.engine.connect() as conn:
             if conn.dialect.name == "postgresql":
                 # _load is several SELECTs: under READ COMMITTED a concurrent DDL could
@@ -58,10 +84,13 @@ class Store:
             version = _catalog_version(conn)
             read_ts = _meta_int(conn, "read_ts")
             if self._snapshot is None or self._snapshot.version != version:
-                self._snapshot = _load(conn, version)
+                self._snapshot = _load_shared(self.url, conn, version)
             if self._snapshot.read_ts != read_ts:
                 self._snapshot = dataclasses.replace(self._snapshot, read_ts=read_ts)
-        return self._snapshot
+            snap = self._snapshot
+        if mark is not None:
+            self._fresh = (mark, snap)
+        return snap
 
     def expectation_results(self) -> list[tuple[object, ...]]:
         t = migrations.expectation_results
@@ -105,7 +134,7 @@ class Store:
                 snap = dataclasses.replace(cached, read_ts=_meta_int(conn, "read_ts"))
             else:
                 snap = _load(conn, version)
-            writer = Writer(conn, snap)
+            writer = Writer(conn, snap, self.role_id)
             yield writer
             if writer.dirty:
                 conn.execute(
@@ -114,15 +143,17 @@ class Store:
                     .values(value=str(version + 1))
                 )
         if writer.dirty:
-            self._snapshot = None
+            self._snapshot = self._fresh = None
 
 
 class Writer:
     """Mutations inside one DDL transaction; ``snapshot`` is the state it started from."""
 
-    def __init__(self, conn: Connection, snapshot: Snapshot):
+    def __init__(self, conn: Connection, snapshot: Snapshot,
+                 owner: str = roles.MATERIALIZE_ID):
         self.conn = conn
         self.snapshot = snapshot
+        self.owner = owner  # the role that owns what this transaction creates
         self.dirty = False
         self.dropped: list[Item] = []  # items deleted in this transaction
 
@@ -171,6 +202,7 @@ class Writer:
         self.conn.execute(migrations.clusters.insert().values(
             id=cluster.id, name=cluster.name, virtual=cluster.virtual, size=cluster.size,
             spark=cluster.spark))
+        roles.set_owner(self.conn, "cluster", str(cluster.id), self.owner)
 
     def update_cluster(self, cluster: Cluster) -> None:
         self.dirty = True
@@ -183,6 +215,17 @@ class Writer:
         self.dirty = True
         clusters = migrations.clusters
         self.conn.execute(clusters.delete().where(clusters.c.id == cluster_id))
+        roles.forget(self.conn, "cluster", str(cluster_id))
+
+    def insert_schema(self, schema: Schema) -> None:
+        self.dirty = True
+        self.conn.execute(migrations.schemas.insert().values(
+            id=schema.id, oid=schema.oid, database_name=schema.database, name=schema.name))
+
+    def delete_schema(self, schema_id: str) -> None:
+        self.dirty = True
+        t = migrations.schemas
+        self.conn.execute(t.delete().where(t.c.id == schema_id))
 
     def insert_item(self, item: Item, version: int = 0) -> None:
         self.dirty = True
@@ -195,6 +238,7 @@ class Writer:
             created_ts=item.created_ts, retain_history_ms=item.retain_history_ms,
             since_ts=item.since_ts,
         ))
+        roles.set_owner(self.conn, "item", item.id, self.owner)
         self.conn.execute(m.collection_ids.insert().values(
             item_id=item.id, global_id=item.global_id, version=version))
         self._write_columns(item)
@@ -260,6 +304,7 @@ class Writer:
             (m.items, m.items.c.id),
         ):
             self.conn.execute(table.delete().where(col == item_id))
+        roles.forget(self.conn, "item", item_id)
 
     def rename_item(self, item_id: str, name: str | None, create_sql: str,
                     definition: str | None) -> None:
@@ -332,6 +377,18 @@ def _catalog_version(conn: Connection) -> int:
         sa.select(t.c.value).where(t.c.key == "catalog_version")).scalar_one())
 
 
+def _load_shared(url: str, conn: Connection, version: int) -> Snapshot:
+    """The catalog at ``version``, loaded by this store or another of this process."""
+    t = migrations.meta
+    installation = conn.execute(
+        sa.select(t.c.value).where(t.c.key == "installation_id")).scalar_one()
+    key = (url, installation, version)
+    found = _LOADED.get(key)
+    if found is None:
+        found = _LOADED[key] = _load(conn, version)
+    return found
+
+
 def _load(conn: Connection, version: int) -> Snapshot:
     m = migrations
     clusters = tuple(
@@ -378,7 +435,11 @@ def _load(conn: Connection, version: int) -> Snapshot:
         sa.select(m.comments).order_by(m.comments.c.item_id, m.comments.c.sub)))
     installation_id = conn.execute(
         sa.select(m.meta.c.value).where(m.meta.c.key == "installation_id")).scalar_one()
-    return Snapshot(version=version, clusters=clusters, items=items, settings=settings,
+    schemas = tuple(Schema(id=r.id, oid=r.oid, name=r.name, database=r.database_name)
+                    for r in conn.execute(sa.select(m.schemas).order_by(m.schemas.c.oid)))
+    return Snapshot(**roles.load(conn),
+                    version=version, clusters=clusters, items=items, settings=settings,
+                    schemas=schemas,
                     collection_ids=collection_ids, installation_id=installation_id,
                     read_ts=_meta_int(conn, "read_ts"), comments=comments,
                     projections=tuple(

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mzflow.catalog import frontiers, normalize, sizes
+from mzflow.catalog import frontiers, names, normalize, refresh, sizes
 from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import (
+    DATABASE,
     INDEX,
     MATERIALIZED_VIEW,
     RELATION_KINDS,
@@ -28,7 +29,6 @@ from mzflow.catalog.model import (
     Snapshot,
 )
 
-SCHEMA_ID = "u3"  # materialize.public, as Materialize numbers it
 Row = tuple[object, ...]
 
 
@@ -38,10 +38,16 @@ class SystemTable:
     columns: tuple[Column, ...]
     hidden: tuple[Column, ...]
     rows: Callable[[Snapshot], list[Row]]  # each row: visible values, then hidden ones
+    schema: str = "mz_catalog"
 
     @property
     def all_columns(self) -> tuple[Column, ...]:
         return self.columns + self.hidden
+
+    @property
+    def key(self) -> str:
+        """The name a bound query reads it by: unique across the system schemas."""
+        return self.name if self.schema != "information_schema" else f"_mz_is_{self.name}"
 
 
 def _cols(spec: str) -> tuple[Column, ...]:
@@ -87,11 +93,12 @@ def _replica_rows(snap: Snapshot) -> list[Row]:
 
 
 def _index_rows(snap: Snapshot) -> list[Row]:
-    return [(i.id, i.oid, i.name, i.on_id, i.cluster_id) for i in snap.items if i.kind == INDEX]
+    return [(i.id, i.oid, i.name, i.on_id, i.cluster_id, refresh.of_index(snap, i).describe())
+            for i in snap.items if i.kind == INDEX]
 
 
 def _sink_rows(snap: Snapshot) -> list[Row]:
-    return [(i.id, i.oid, SCHEMA_ID, i.name, i.on_id, i.cluster_id)
+    return [(i.id, i.oid, snap.schema_id(i.schema), i.name, i.on_id, i.cluster_id)
             for i in snap.items if i.kind == SINK]
 
 
@@ -101,13 +108,15 @@ def _kind_rows(kind: str) -> Callable[[Snapshot], list[Row]]:
         for i in snap.items:
             if i.kind != kind:
                 continue
+            schema_id = snap.schema_id(i.schema)
             if kind == VIEW:
-                out.append((i.id, i.oid, SCHEMA_ID, i.name, _definition(i)))
+                out.append((i.id, i.oid, schema_id, i.name, _definition(i)))
             elif kind == MATERIALIZED_VIEW:
-                out.append((i.id, i.oid, SCHEMA_ID, i.name,
-                            materialized_view_cluster(snap, i), _definition(i)))
+                out.append((i.id, i.oid, schema_id, i.name,
+                            materialized_view_cluster(snap, i), _definition(i),
+                            refresh.of_sql(i.create_sql).describe()))
             else:
-                out.append((i.id, i.oid, SCHEMA_ID, i.name))
+                out.append((i.id, i.oid, schema_id, i.name))
         return out
 
     return rows
@@ -122,7 +131,21 @@ def _column_rows(snap: Snapshot) -> list[Row]:
 
 
 def _object_rows(snap: Snapshot) -> list[Row]:
-    return [(i.id, i.oid, SCHEMA_ID, i.name, i.kind) for i in snap.items]
+    from mzflow.catalog import privileges
+
+    return [(i.id, i.oid, snap.schema_id(i.schema), i.name, i.kind,
+             privileges.owner_of(snap, ("item", i.id)),
+             str(i.cluster_id) if i.cluster_id is not None else None) for i in snap.items]
+
+
+def _schema_rows(snap: Snapshot) -> list[Row]:
+    """The system schemas belong to no database (Materialize's ambient schemas)."""
+    system = [(sid, oid, None, name) for name, (sid, oid) in names.SYSTEM_SCHEMAS.items()]
+    return system + [(s.id, s.oid, names.DATABASE_ID, s.name) for s in snap.schemas]
+
+
+def _database_rows(snap: Snapshot) -> list[Row]:
+    return [(names.DATABASE_ID, names.DATABASE_OID, DATABASE)]
 
 
 def _collection_rows(snap: Snapshot) -> list[Row]:
@@ -136,7 +159,7 @@ def _frontier_rows(snap: Snapshot) -> list[Row]:
 
 def _comment_rows(snap: Snapshot) -> list[Row]:
     kinds = {i.id: i.kind for i in snap.items}
-    return [(item_id, kinds.get(item_id), sub or None, text)
+    return [(item_id, kinds.get(item_id), sub or None, text, sub or None)
             for item_id, sub, text in snap.comments]
 
 
@@ -154,6 +177,11 @@ def _projection_rows(snap: Snapshot) -> list[Row]:
              None, None) for p in snap.projections]
 
 
+def _role_rows(snap: Snapshot) -> list[Row]:
+    # Never the verifier: mz_roles is readable by every role.
+    return [(r.id, r.oid, r.name, r.inherit, r.login, r.superuser) for r in snap.roles]
+
+
 def _expectation_rows(snap: Snapshot) -> list[Row]:
     return [(e.id, e.item_id, e.name, e.kind, e.definition, e.args, e.action)
             for e in snap.expectations]
@@ -165,9 +193,10 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_clusters", _cols("id bigint, name text"),
                     _cols("virtual boolean, size text null, pool_slots integer, spark text null"),
                     _clusters),
+        # refresh: the REFRESH policy as SQL (catalog/refresh.py; mzflow's column).
         SystemTable("mz_indexes",
                     _cols("id text, oid integer, name text, on_id text, cluster_id bigint"),
-                    (), _index_rows),
+                    _cols("refresh text"), _index_rows),
         SystemTable("mz_sinks",
                     _cols("id text, oid integer, schema_id text, name text, on_id text, "
                           "cluster_id bigint null"), (), _sink_rows),
@@ -178,14 +207,20 @@ TABLES: dict[str, SystemTable] = {
                     (), _kind_rows(VIEW)),
         SystemTable("mz_materialized_views",
                     _cols("id text, oid integer, schema_id text, name text, "
-                          "cluster_id bigint null, definition text"), (),
+                          "cluster_id bigint null, definition text"), _cols("refresh text"),
                     _kind_rows(MATERIALIZED_VIEW)),
+        SystemTable("mz_materialized_view_refresh_strategies",
+                    _cols("materialized_view_id text, type text, interval interval null, "
+                          "aligned_to timestamp with time zone null, "
+                          "at timestamp with time zone null"),
+                    _cols("schedule text null, timezone text null"), refresh.strategy_rows),
         SystemTable("mz_columns",
                     _cols("id text, name text, position bigint, nullable boolean, type text"),
                     (), _column_rows),
+        # owner_id and cluster_id as Materialize has them (dbt-materialize reads them).
         SystemTable("mz_objects",
-                    _cols("id text, oid integer, schema_id text, name text, type text"), (),
-                    _object_rows),
+                    _cols("id text, oid integer, schema_id text, name text, type text"),
+                    _cols("owner_id text, cluster_id text null"), _object_rows),
         SystemTable("mz_frontiers",
                     _cols("object_id text, read_frontier bigint, write_frontier bigint"), (),
                     _frontier_rows),
@@ -243,14 +278,98 @@ TABLES: dict[str, SystemTable] = {
                           "pid integer, host text, "
                           "acquired_at timestamp with time zone, "
                           "expires_at timestamp with time zone"), (), lambda snap: []),
+        # object_sub_id: Materialize's name for object_sub (dbt-materialize reads it).
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
-                    (), _comment_rows),
+                    _cols("object_sub_id integer null"), _comment_rows),
+        # Roles (catalog/roles.py). mzflow has no role membership: mz_role_members is
+        # empty, as Materialize's is until GRANT <role> TO <role>.
+        SystemTable("mz_roles",
+                    _cols("id text, oid integer, name text, inherit boolean, "
+                          "rolcanlogin boolean, rolsuper boolean"), (), _role_rows),
+        SystemTable("mz_role_members", _cols("role_id text, member text, grantor text"), (),
+                    lambda snap: []),
         SystemTable("mz_collection_ids", _cols("item_id text, global_id text, version integer"),
                     (), _collection_rows),
+        SystemTable("mz_schemas",
+                    _cols("id text, oid integer, database_id text null, name text"), (),
+                    _schema_rows),
+        SystemTable("mz_databases", _cols("id text, oid integer, name text"), (),
+                    _database_rows),
+        # One row per file a landing-folder COPY attempted (storage/landing.py fills
+        # them in, as a read source: loads from the tables' Delta logs, failures from
+        # each table's failure log). Snowflake's COPY_HISTORY; Materialize has none.
+        SystemTable("mz_copy_history", _cols(
+            "table_id text, path text, identity text, size bigint, "
+            "modified_at timestamp with time zone, rows bigint null, bytes bigint, "
+            "status text, error text null, table_version bigint null, "
+            "loaded_at timestamp with time zone"), (), lambda snap: []),
+        # mzflow has no sources yet: Materialize's columns, no rows.
+        SystemTable("mz_sources",
+                    _cols("id text, oid integer, schema_id text, name text, type text, "
+                          "connection_id text null, size text null, envelope_type text null, "
+                          "key_format text null, value_format text null, "
+                          "cluster_id text null, owner_id text, create_sql text null"), (),
+                    lambda snap: []),
     )
 }
 
 
-def lookup(name: str) -> SystemTable | None:
-    return TABLES.get(name)
+# A fixed table, filled once (not a cache: it never grows past the relations defined).
+_OTHERS: dict[str, SystemTable] | None = None
+
+
+def _others() -> dict[str, SystemTable]:
+    """pg_catalog's and information_schema's relations (their modules build on this one,
+    so they are read on first use, not imported here)."""
+    global _OTHERS
+    if _OTHERS is None:
+        from mzflow.catalog import information_schema, pg_catalog
+
+        found: dict[str, SystemTable] = {}
+        for t in [*pg_catalog.TABLES, *information_schema.TABLES]:
+            if t.key in TABLES or t.key in found:
+                raise ValueError(f"two system relations keyed {t.key}")
+            found[t.key] = t
+        _OTHERS = found
+    return _OTHERS
+
+
+def every() -> list[SystemTable]:
+    return [*TABLES.values(), *_others().values()]
+
+
+def by_key(key: str) -> SystemTable | None:
+    return TABLES.get(key) or _others().get(key)
+
+
+def lookup(name: str, schema: str | None = None) -> SystemTable | None:
+    """The system relation ``name`` of ``schema`` (any of the implicit ones if None)."""
+    if schema is None:
+        return next((lookup(name, s) for s in names.IMPLICIT if lookup(name, s)), None)
+    if schema == "information_schema":
+        return _others().get(f"_mz_is_{name}")
+    found = by_key(name)
+    if found is None:
+        return None
+    # mzflow keeps Materialize's mz_internal relations with mz_catalog's: either
+    # qualifier reads them.
+    wanted = "mz_catalog" if schema == "mz_internal" else schema
+    return found if found.schema == wanted else None
+
+
+def find_relation(snap: Snapshot, table: exp.Table) -> SystemTable | Item | None:
+    """What a relation name in a query means: a system relation or a user item, by the
+    schema it names or the search path's order (system schemas first)."""
+    db, schema, name = names.split(table)
+    if schema is not None:
+        names.require_schema(snap, db, schema)
+        if schema in names.SYSTEM_SCHEMAS:
+            return lookup(name, schema)
+        return snap.find(name, schema)
+    for candidate in names.lookup_order(snap):
+        found = (lookup(name, candidate) if candidate in names.SYSTEM_SCHEMAS
+                 else snap.find(name, candidate))
+        if found is not None:
+            return found
+    return None

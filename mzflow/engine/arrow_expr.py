@@ -103,6 +103,8 @@ def _eval(node: exp.Expr, table: pa.Table) -> Value:
         return pa.scalar(None)
     if isinstance(node, exp.Boolean):
         return pa.scalar(node.this, pa.bool_())
+    if type(node) in _CMP and isinstance(node.expression, exp.Any | exp.All):
+        return ev(_quantified(node, node.expression))
     if type(node) in _CMP:
         return _compare(*_CMP[type(node)], ev(node.this), ev(node.expression))
     if isinstance(node, exp.And | exp.Or):
@@ -258,6 +260,28 @@ def _lazy(node: exp.Expr, table: pa.Table, needed: Data) -> Value:
 
 
 # -- comparisons, casts, LIKE ---------------------------------------------------------
+
+
+def _quantified(node: exp.Expr, q: exp.Any | exp.All) -> exp.Expr:
+    """``x op ANY/ALL (ARRAY[e1, …])`` as ``x op e1 OR/AND …``: PostgreSQL's three-valued
+    answer, element by element (none: ANY is false, ALL true). Only an array written out
+    (a literal's elements are, ``sql/array_literals.py``); an array value goes to Spark."""
+    array, element_type = q.this, None
+    while isinstance(array, exp.Paren | exp.Cast):
+        if isinstance(array, exp.Cast):
+            if not (array.to.is_type(exp.DType.ARRAY) and array.to.expressions):
+                break
+            element_type = array.to.expressions[0]
+        array = array.this
+    if not isinstance(array, exp.Array):
+        raise Unsupported(f"{q.key.upper()} of an array value is not supported in process yet")
+    tests: list[exp.Expr] = [type(node)(this=node.this.copy(), expression=e.copy() if (
+        element_type is None) else exp.Cast(this=e.copy(), to=element_type.copy()))
+        for e in array.expressions]
+    if not tests:
+        return exp.Boolean(this=isinstance(q, exp.All))
+    join = exp.Or if isinstance(q, exp.Any) else exp.And
+    return reduce(lambda a, b: join(this=a, expression=b), tests)
 
 
 def _compare(fn: str, op: str, a: Value, b: Value) -> Data:

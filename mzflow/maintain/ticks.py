@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 
 from mzflow import caches, config, reasons
-from mzflow.catalog import sizes
+from mzflow.catalog import names, sizes
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
 from mzflow.errors import Error, UnknownObject
 from mzflow.incremental import local
@@ -294,6 +294,8 @@ class _Tick:
                 self.snap, self.warehouse, cluster_id, self._root(), gathered[0], self.at,
                 self.target.tuning, arrangements.explicit(self.snap, self.plan.index))
             changed = self._incremental(executor(facts, self.target.tuning, d), arranged)
+            if facts.first and cluster_id is not None:
+                arrange.hydrate(arranged)
             for inp in arranged.values():
                 for a in inp.arranged.values():
                     arrange.record(a)
@@ -357,17 +359,17 @@ class _Tick:
 def default_index_name(snap: Snapshot, name: str) -> str:
     """A materialized view's name stands for its default index (DAG-as-code declares
     views, and does not know what the catalog will name their indexes)."""
-    item = snap.find(name)
+    item = names.find(snap, name)
     if item is not None and item.kind == MATERIALIZED_VIEW:
         for ix in snap.indexes_on(item.id):
             if ix.is_default_index:
-                return str(ix.name)
+                return names.short(ix)
     return name
 
 
 def indexes_to_tick(snap: Snapshot, cluster: str | None, name: str | None) -> list[Item]:
     if name is not None:
-        item = snap.resolve(name)
+        item = names.resolve(snap, name)
         if item.kind == INDEX:
             return [item]
         found = snap.indexes_on(item.id)

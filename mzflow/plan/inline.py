@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mzflow.catalog.bind import bind
+from mzflow.catalog.bind import bind, viewed
 from mzflow.catalog.ddl.expectations import filtered_sql, read_filters
 from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.sql.joins import replace_relation
@@ -26,7 +26,7 @@ def inline_views(snap: Snapshot, query: exp.Query, depth: int = 0) -> exp.Query:
     for table in list(query.find_all(exp.Table)):
         if table.name in ctes:
             continue
-        item = snap.find(table.name)
+        item = viewed(snap, table.name) if not table.db else None
         if item is None or item.kind not in (VIEW, MATERIALIZED_VIEW):
             continue
         assert item.definition is not None

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from mzflow.catalog.bind import Bound, bind, pinned
+from mzflow.catalog.bind import Bound, bind, pinned, viewed
 from mzflow.catalog.ddl.expectations import read_filters
 from mzflow.catalog.model import MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.plan.inline import checked, inline_views
@@ -42,7 +42,7 @@ def plan(snap: Snapshot, query: exp.Query,
     served: dict[str, tuple[str, Item]] = {}
     if serve is not None:
         for table in list(bound.query.find_all(exp.Table)):
-            item = snap.find(table.name)
+            item = viewed(snap, table.name)
             index = serve(item) if item is not None and item.kind in (VIEW, MATERIALIZED_VIEW
                                                                        ) else None
             if index is not None:

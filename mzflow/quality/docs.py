@@ -72,7 +72,7 @@ def summary(snap: Snapshot, warehouse: Path, results: list[tuple[Any, ...]]
         if not found:
             continue
         mine = [r for r in results if r[1] == item.id]  # (ts, object_id, …) rows
-        quarantine = snap.find(ddl.quarantine_name(item.name))
+        quarantine = snap.find(ddl.quarantine_name(item.name), item.schema)
         held = None
         if quarantine is not None and quarantine.kind == TABLE:
             from deltalake import DeltaTable

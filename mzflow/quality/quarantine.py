@@ -31,7 +31,7 @@ PENDING = "_pending"
 
 
 def quarantine_of(snap: Snapshot, table: Item) -> Item:
-    item = snap.find(ddl.quarantine_name(table.name))
+    item = snap.find(ddl.quarantine_name(table.name), table.schema)
     if item is None or item.kind != TABLE:
         raise Error(f'quarantine table "{ddl.quarantine_name(table.name)}" is missing',
                     hint="re-add a QUARANTINE expectation to create it")

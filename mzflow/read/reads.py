@@ -22,6 +22,7 @@ from mzflow.catalog.model import ROWID, Item, Snapshot
 from mzflow.engine import local
 from mzflow.errors import Error
 from mzflow.plan.query import Plan, plan
+from mzflow.read import local_reads
 from mzflow.read.sources import ReadSources, Router
 from mzflow.storage import paths
 from mzflow.storage.delta import COUNT, KEY, IndexShard, Shard
@@ -92,7 +93,7 @@ def run_local(snap: Snapshot, p: Plan, sources: ReadSources | None = None
     outside the catalog snapshot their rows (without them: the catalog's)."""
     tables: dict[str, tuple[list[str], local.Rows]] = {}
     for table in p.query.find_all(exp.Table):
-        sys_table = system.lookup(table.name)
+        sys_table = system.by_key(table.name)
         if sys_table is not None:
             source = sources.rows.get(table.name) if sources is not None else None
             found = source(snap) if source is not None else sys_table.rows(snap)
@@ -125,7 +126,10 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
                 found = spark.run(routing.query, {**others, **routing.relations}, types)
         rows = found
     else:
-        rows = spark.run(p.query, relations(p, warehouse, at, snap), types)
+        # A small table: in process when exact (Spark's fixed cost is most of the time).
+        local_rows = local_reads.answer(snap, p, warehouse, at)
+        rows = local_rows if local_rows is not None else spark.run(
+            p.query, relations(p, warehouse, at, snap), types)
     tz = [i for i, c in enumerate(p.bound.columns) if c.type == "timestamp with time zone"]
     if tz:
         rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
@@ -21,28 +21,32 @@ import pyarrow as pa
 from sqlglot import exp
 
 from mzflow import config
-from mzflow.catalog import ddl
+from mzflow.catalog import ddl, names, roles
+from mzflow.catalog.ddl import roles as role_ddl
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.clusters import servers as cluster_servers
 from mzflow.engine.spark import configure as configure_spark
-from mzflow.errors import Error, OutOfMemory, SparkFailure, Unsupported
+from mzflow.errors import Error, LoginRefused, OutOfMemory, ParseError, SparkFailure, Unsupported
 from mzflow.incremental.plan import require_incremental
 from mzflow.maintain import arrangements, freshness, ticks
 from mzflow.maintain import compaction as maintenance
 from mzflow.projections import manage as projections
 from mzflow.quality import quarantine
 from mzflow.read import reads
-from mzflow.session import explain, wiring
+from mzflow.session import access, explain, wiring
+from mzflow.session import describe as describe_mod
+from mzflow.session import params as params_mod
 from mzflow.session import show as show_mod
 from mzflow.session import subscribe as subscribe_mod
 from mzflow.session import writes as tables
-from mzflow.session.result import Result
+from mzflow.session.result import Result, value_types
 from mzflow.session.select import Selects, advance_to, replace_functions, server
+from mzflow.session.transactions import Transactions
 from mzflow.session.variables import Variables
 from mzflow.sinks import export as sinks
 from mzflow.sql import ast
-from mzflow.sql.parse import parse
+from mzflow.sql.parse_cache import parse
 from mzflow.storage import paths
 from mzflow.storage.delta import Shard
 from mzflow.storage.types import arrow_schema, parse_type
@@ -55,25 +59,47 @@ _WRITES = (exp.Insert, exp.Update, exp.Delete, exp.Copy)
 class Connection:
     """``conn.execute(sql)`` runs one or more statements; see :func:`mzflow.connect`."""
 
-    def __init__(self, cfg: config.Config):
+    def __init__(self, cfg: config.Config, role: str = roles.MATERIALIZE):
         self.config = cfg
         # The process's Spark, when it starts, starts as this configuration says.
         configure_spark(cfg.spark_settings)
         cfg.home.mkdir(parents=True, exist_ok=True)
         self.store = Store(cfg.catalog_url)
+        found = roles.find(self.store.snapshot(), role)
+        if found is None or not found.login:
+            self.store.close()
+            raise LoginRefused(f'role "{role}" does not exist' if found is None
+                               else f'role "{role}" is not permitted to log in')
+        # Statements run as this role (session/access.py checks them), and what its DDL
+        # creates, it owns.
+        self.role_id = found.id
+        self.store.role_id = found.id
+        self._role = role
         self.write_hooks = wiring.write_hooks(self.store, cfg.warehouse)
         self.read_sources = wiring.read_sources(self.store, cfg.warehouse)
-        self.vars = Variables(self.store)
+        self.vars = Variables(self.store, role)
         self._key: tables.IdempotencyKey | None = None
+        self._checked: Snapshot | None = None  # the running statement's, once checked
         self.writes = tables.TableWrites(
             self.store, cfg.warehouse,
             lambda snap, query, at: reads.read_arrow(snap, query, cfg.warehouse, at),
             self.write_hooks)
         self.selects = Selects(self.store, cfg, self.vars, self.read_sources,
                                self._catch_up)
+        self.transactions = Transactions(
+            self.store, cfg, self.selects, self.writes, self._checking,
+            lambda query: describe_mod.query_columns(self.store.snapshot(), query,
+                                                     self.selects.described))
 
     def close(self) -> None:
+        self.transactions.close()
         self.store.close()
+
+    @property
+    def role(self) -> str:
+        """The session's role (``current_user`` and ``session_user``: mzflow has no
+        SET ROLE)."""
+        return self._role
 
     def __enter__(self) -> Connection:
         return self
@@ -83,27 +109,63 @@ class Connection:
 
     # -- public API ------------------------------------------------------------
 
-    def execute(self, sql: str, *, idempotency_key: tuple[str, int] | None = None) -> Result:
+    def execute(self, sql: str, params: Sequence[Any] | None = None, *,
+                idempotency_key: tuple[str, int] | None = None,
+                param_types: Sequence[str | None] | None = None) -> Result:
         """Run every statement in ``sql``; return the last one's result.
 
-        ``idempotency_key=(app_id, n)`` makes a single write apply at most once: a retry
-        with the same key (after a crash or a timeout) is skipped with a notice.
+        ``params`` are the values of ``$1 … $n`` in one statement (session/params.py);
+        ``param_types`` may declare their SQL types. ``idempotency_key=(app_id, n)`` makes
+        a single write apply at most once: a retry with the same key (after a crash or a
+        timeout) is skipped with a notice.
         """
-        if idempotency_key is None:
+        if params is None and param_types is None and idempotency_key is None:
             results = self.execute_all(sql)
             return results[-1] if results else Result(status="EMPTY")
-        statements = parse(sql)
-        if len(statements) != 1 or not isinstance(statements[0], _WRITES):
+        try:
+            stmt = describe_mod.one_statement(sql)
+            if stmt is not None and (params is not None or param_types is not None):
+                with names.using(self.vars.search_path()):
+                    stmt = params_mod.bind_values(self.store.snapshot(), stmt, params or [],
+                                                  param_types)
+        except Error:
+            self.transactions.fail()
+            raise
+        if stmt is None:
+            return Result(status="EMPTY")
+        if idempotency_key is None:
+            return self.execute_parsed(stmt)
+        if not isinstance(stmt, _WRITES) or self.transactions.status != "I":
             raise Error("an idempotency key applies to exactly one INSERT, UPDATE, DELETE "
-                        "or COPY statement")
+                        "or COPY statement, outside a transaction block")
         self._key = idempotency_key
         try:
-            return self.execute_parsed(statements[0])
+            return self.execute_parsed(stmt)
         finally:
             self._key = None
 
     def execute_all(self, sql: str) -> list[Result]:
-        return [self.execute_parsed(stmt) for stmt in parse(sql)]
+        try:
+            statements = parse(sql)
+        except ParseError:
+            self.transactions.fail()
+            raise
+        return [self.execute_parsed(stmt) for stmt in statements]
+
+    def describe(self, sql: str, param_types: Sequence[str | None] | None = None
+                 ) -> describe_mod.Description:
+        """What ``sql`` (one statement) would return, without running it: the types of
+        its parameters and its result's columns (PostgreSQL's Describe)."""
+        with names.using(self.vars.search_path()):
+            return describe_mod.describe(self.store.snapshot(), sql, param_types, self._show,
+                                         self.transactions.cursor_description,
+                                         self.transactions.check_not_failed,
+                                         self.selects.described)
+
+    @property
+    def transaction_status(self) -> str:
+        """``I`` idle, ``T`` in a transaction block, ``E`` in a failed one."""
+        return self.transactions.status
 
     def tick(self, cluster: str | None = None, object: str | None = None,
              at: int | None = None, *, full_refresh: bool = False) -> list[ticks.TickReport]:
@@ -189,8 +251,10 @@ class Connection:
         statements = parse(sql)
         if len(statements) != 1 or not isinstance(statements[0], ast.Subscribe):
             raise Error("subscribe() takes exactly one SUBSCRIBE statement")
-        return subscribe_mod.subscribe(self.store, self.config.warehouse, statements[0],
-                                       poll_seconds, self.config.read_hold_lease_seconds)
+        with names.using(self.vars.search_path()):
+            self._authorize(statements[0])
+            return subscribe_mod.subscribe(self.store, self.config.warehouse, statements[0],
+                                           poll_seconds, self.config.read_hold_lease_seconds)
 
     def run_sink(self, name: str, interval: sinks.Interval | None = None,
                  on_progress: Callable[[sinks.Exported], None] | None = None
@@ -201,7 +265,7 @@ class Connection:
     def compact(self, table: str | None = None) -> list[maintenance.Compacted]:
         """Advance ``since`` and reclaim storage (``mzflow compact``)."""
         if table is not None:
-            self.store.snapshot().resolve(table)
+            names.resolve(self.store.snapshot(), table)
         return maintenance.compact(self.store, self.config.warehouse, table)
 
     def variable(self, name: str) -> str:
@@ -210,11 +274,66 @@ class Connection:
     # -- dispatch ----------------------------------------------------------------
 
     def execute_parsed(self, stmt: exp.Expr) -> Result:
-        """Run one statement already parsed by :func:`mzflow.sql.parse.parse`."""
+        """Run one statement already parsed by :func:`mzflow.sql.parse.parse`, as the
+        transaction it is in allows (session/transactions.py)."""
+        if stmt.find(exp.Parameter, exp.Placeholder) is not None:
+            self.transactions.fail()
+            refs = params_mod.numbers(stmt)  # a `?` or `:name` is a syntax error
+            raise params_mod.UndefinedParameter(f"there is no parameter ${refs[0]}")
+        return self.transactions.run(stmt, self._dispatch)
+
+    def _dispatch(self, stmt: exp.Expr) -> Result:
         handler = _HANDLERS.get(type(stmt))
         if handler is None:
             raise Unsupported(f"{type(stmt).__name__.upper()} statements are not supported yet")
-        return handler(self, stmt)
+        with self._checking(stmt):
+            return handler(self, stmt)
+
+    @contextmanager
+    def _checking(self, stmt: exp.Expr) -> Iterator[Snapshot | None]:
+        """Run the block as ``stmt``'s: its names resolve by this session's search_path
+        (catalog/names.py), the checks' as the statement's, and the role may run it. A
+        transaction's reads and buffered INSERTs come here too, not only ``_dispatch``."""
+        with names.using(self.vars.search_path()):
+            self._checked = self._authorize(stmt)
+            try:
+                yield self._checked
+            finally:
+                self._checked = None
+
+    def _authorize(self, stmt: exp.Expr) -> Snapshot | None:
+        """Check the role may run ``stmt``; the snapshot it checked on, if any.
+
+        A superuser's statement sees one snapshot, its own; another role's checks load
+        one first (a REVOKE that commits between them applies from the next statement).
+        Where the store knows its snapshot current for a pragma (SQLite), the bit is the
+        snapshot's, and a SELECT reads that snapshot: what was checked is what is read,
+        and the pragma is asked once (each ask lets go of the GIL, which a server's other
+        sessions then hand round)."""
+        snap = None
+        if self.store.watched:
+            snap = self.store.snapshot()
+            superuser = roles.is_superuser(snap, self.role_id)
+        else:
+            superuser = roles.is_superuser_now(self.store.engine, self.role_id)
+        if not superuser:
+            snap = self.store.snapshot()
+            access.authorize(snap, self.role_id, stmt, self.variable("cluster"))
+        return snap
+
+    def _create_role(self, stmt: ast.CreateRole) -> Result:
+        return Result(status="CREATE ROLE", notices=role_ddl.create_role(self.store, stmt))
+
+    def _alter_role(self, stmt: ast.AlterRole) -> Result:
+        return Result(status="ALTER ROLE", notices=role_ddl.alter_role(self.store, stmt))
+
+    def _drop_roles(self, stmt: ast.DropRoles) -> Result:
+        return Result(status="DROP ROLE",
+                      notices=role_ddl.drop_roles(self.store, stmt, self.role_id))
+
+    def _grant(self, stmt: ast.GrantPrivileges) -> Result:
+        return Result(status="REVOKE" if stmt.args.get("revoke") else "GRANT",
+                      notices=role_ddl.grant(self.store, stmt))
 
     def _create_cluster(self, stmt: ast.CreateCluster) -> Result:
         notices = ddl.create_cluster(self.store, stmt)
@@ -231,6 +350,9 @@ class Connection:
         from mzflow.clusters.pools import sync_pools
 
         return sync_pools(self.config)
+
+    def _create_schema(self, stmt: ast.CreateSchema) -> Result:
+        return Result(status="CREATE SCHEMA", notices=ddl.create_schema(self.store, stmt))
 
     def _create_table(self, stmt: ast.CreateTable) -> Result:
         return Result(status="CREATE TABLE",
@@ -322,7 +444,7 @@ class Connection:
         kind = stmt.args.get("kind")
         if kind is not None:
             lines = explain.explain_object(
-                snap, stmt.this.name, kind,
+                snap, stmt.this, kind,
                 lambda index: ticks.last_switch(self.config.warehouse, index),
                 lambda index: freshness.describe(snap, self.config.warehouse, index, now_ms()))
         else:
@@ -359,9 +481,12 @@ class Connection:
 
     def _show(self, stmt: ast.Show) -> Result:
         if stmt.args["kind"] == "VARIABLE":
-            return self.vars.show(stmt)
-        columns, rows = show_mod.show(self.store.snapshot(), stmt)
-        return Result(columns, rows, status="SHOW")
+            result = self.vars.show(stmt)
+        else:
+            columns, rows = show_mod.show(self.store.snapshot(), stmt)
+            result = Result(columns, rows, status="SHOW")
+        result.types = result.types or value_types(result.rows, len(result.columns))
+        return result
 
     def _subscribe(self, stmt: ast.Subscribe) -> Result:
         if stmt.args.get("up_to") is None:
@@ -371,19 +496,24 @@ class Connection:
         sub = subscribe_mod.subscribe(self.store, self.config.warehouse, stmt,
                                       lease_seconds=self.config.read_hold_lease_seconds)
         rows = list(sub)
-        return Result(sub.columns, rows, status=f"SUBSCRIBE {len(rows)}")
+        return Result(sub.columns, rows, status=f"SUBSCRIBE {len(rows)}", types=sub.types)
 
 
 
 def _select(conn: Connection, stmt: exp.Query) -> Result:
-    return conn.selects.select(stmt)
+    return conn.selects.select(stmt, snap=conn._checked)
 
 
 _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     ast.CreateCluster: Connection._create_cluster,
+    ast.CreateRole: Connection._create_role,
+    ast.AlterRole: Connection._alter_role,
+    ast.DropRoles: Connection._drop_roles,
+    ast.GrantPrivileges: Connection._grant,
     ast.Subscribe: Connection._subscribe,
     ast.AlterCluster: Connection._alter_cluster,
     ast.CreateTable: Connection._create_table,
+    ast.CreateSchema: Connection._create_schema,
     ast.AlterProjection: Connection._alter_projection,
     ast.AlterExpectation: Connection._alter_expectation,
     exp.Insert: Connection._insert,
@@ -410,12 +540,13 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
 
 
 def connect(home: str | None = None, *, catalog_url: str | None = None,
-            spark_master: str | None = None) -> Connection:
+            spark_master: str | None = None, role: str = roles.MATERIALIZE) -> Connection:
     """Open a session on ``home`` (default: ``$MZFLOW_HOME``, else ``conf/``'s ``home``);
-    ``spark_master`` overrides the configured one (Airflow's ``mzflow_spark``).
+    ``spark_master`` overrides the configured one (Airflow's ``mzflow_spark``). The
+    session runs as ``role`` (default ``materialize``, the built-in superuser).
 
     >>> conn = connect("/tmp/mzflow-doc")              # doctest: +SKIP
     >>> conn.execute("SHOW CLUSTERS").rows             # doctest: +SKIP
     [('default',)]
     """
-    return Connection(config.load(home, catalog_url, spark_master=spark_master))
+    return Connection(config.load(home, catalog_url, spark_master=spark_master), role=role)

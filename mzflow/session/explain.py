@@ -16,6 +16,7 @@ from sqlglot.planner import Plan as StepPlan
 from sqlglot.planner import Step
 
 from mzflow import config
+from mzflow.catalog import names, refresh
 from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.errors import Unsupported, WrongObjectType
@@ -41,12 +42,12 @@ def explain_query(snap: Snapshot, query: exp.Query, serve: Serve | None,
     return lines
 
 
-def explain_object(snap: Snapshot, name: str, kind: str,
+def explain_object(snap: Snapshot, name: names.Ref, kind: str,
                    last_tick: Callable[[Item], str | None] | None = None,
                    freshness: Callable[[Item], str] | None = None) -> list[str]:
     """``last_tick(index)``: how its last tick ran, when the run time chose recompute;
     ``freshness(index)``: how current its contents are (maintain/freshness.py)."""
-    item = snap.resolve(name)
+    item = names.resolve(snap, name)
     wanted = {"VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW, "INDEX": INDEX}[kind]
     if item.kind != wanted:
         raise WrongObjectType(
@@ -64,6 +65,11 @@ def explain_object(snap: Snapshot, name: str, kind: str,
                   f"{cluster.name if cluster else '?'}",
                   f"Strategy: {plan.strategy.describe()}", f"Tick mode: {plan.mode}",
                   f"Executor: {local.describe(plan, config.tuning(snap.settings))}"]
+        policy = refresh.of_index(snap, index)
+        schedule = policy.schedule()
+        if schedule is not None:  # ON COMMIT, the default, goes unsaid
+            lines.append(f"Refresh: {policy.describe()} (its cluster's DAG runs "
+                         f"{schedule.describe()})")
         switched = last_tick(index) if last_tick is not None else None
         if switched:
             lines.append(f"Last tick: {switched}")

@@ -19,11 +19,13 @@ from mzflow import config
 from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
+from mzflow.engine import catalog_sql
 from mzflow.engine.local import NotEvaluable
 from mzflow.engine.spark import evaluation_error
 from mzflow.maintain import ticks
-from mzflow.read import holds, reads
+from mzflow.read import holds, pg_reads, reads
 from mzflow.read.sources import ReadSources
+from mzflow.session import catalog_cache, catalog_functions
 from mzflow.session.result import Result
 from mzflow.session.variables import Variables
 from mzflow.sql import ast
@@ -42,10 +44,35 @@ class Selects:
         self.variables = variables
         self.sources = sources
         self.catch_up = catch_up
+        # The time the last read read its inputs at; None when it read no stored data.
+        # A read-only transaction reads every later SELECT at the first one's time.
+        self.last_at: int | None = None
 
-    def select(self, stmt: exp.Query, at: int | None = None) -> Result:
-        snap = self.store.snapshot()
-        stmt = replace_functions(stmt, snap)
+    def select(self, stmt: exp.Query, at: int | None = None, *,
+               snap: Snapshot | None = None) -> Result:
+        """``snap``: the statement's snapshot, when its checks have just read it."""
+        self.last_at = None
+        snap = snap if snap is not None else self.store.snapshot()
+        stmt = catalog_functions.replace(replace_functions(stmt, snap), snap, self.variables)
+        # Looked up first: an answer is kept only for a statement that went the way
+        # below, and which way it goes is a function of the key's parts.
+        cached = catalog_cache.key(snap, stmt) if at is None else None
+        if cached is not None and (hit := catalog_cache.get(cached)) is not None:
+            return hit
+        if pg_reads.wants(snap, stmt):
+            # A client's question about the catalog (psql's \d, an ORM's inspector).
+            answer = self._on_duckdb(snap, stmt)
+            return Result(answer.columns, answer.rows, status=f"SELECT {len(answer.rows)}",
+                          types=answer.types)
+        if cached is not None and catalog_cache.in_process(snap, stmt, self.sources.rows):
+            with catalog_cache.first_computes(cached):
+                if (hit := catalog_cache.get(cached)) is not None:
+                    return hit
+                return self._computed(snap, stmt, at, cached)
+        return self._computed(snap, stmt, at, cached)
+
+    def _computed(self, snap: Snapshot, stmt: exp.Query, at: int | None,
+                  cached: catalog_cache.Key | None) -> Result:
         cluster = None
         p = reads.plan(snap, stmt)
         if p.bound.depends_on:
@@ -59,20 +86,50 @@ class Selects:
             # catalog-only queries never get here and are planned once.
             p = reads.plan(snap, stmt, server(self.config.warehouse, snap, cluster.id,
                                               strict or at is not None))
-        rows = None
+        rows, local = None, False  # local: evaluated in process, kept for the next ask
         if not p.needs_spark:
             try:
                 rows = reads.run_local(snap, p, self.sources)
             except NotEvaluable:
                 if p.bound.system_tables:
-                    raise
+                    # What the binder's types show the executor would get wrong (an int
+                    # compared with a quoted literal): DuckDB gets it right.
+                    rows = self._on_duckdb(snap, stmt).rows
                 # A constant query the in-process executor cannot evaluate: Spark can.
+            else:
+                local = cached is not None and not p.bound.depends_on
         if rows is None:
             rows = self._select_in_spark(snap, p, at, strict,
                                          cluster.name if cluster else "default")
         notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
-        return Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
-                      notices=notices, types=[display_name(c.type) for c in p.bound.columns])
+        result = Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
+                        notices=notices, types=[display_name(c.type) for c in p.bound.columns])
+        if local and not notices:  # notices name the session's cluster: not in the key
+            assert cached is not None
+            catalog_cache.put(cached, result, p.bound.system_tables, self.sources.rows)
+        return result
+
+    def described(self, stmt: exp.Query
+                  ) -> tuple[exp.Query, tuple[list[str], list[str]] | None]:
+        """For a Describe: ``stmt`` with the session's functions evaluated as
+        :meth:`select` evaluates them (their columns named as PostgreSQL names them),
+        and, for a catalog question, its result columns and types as :meth:`select`
+        answers it (DuckDB over the system relations, empty). A statement calling
+        set_config is left as it is: evaluating that sets the variable."""
+        if any(isinstance(n, exp.Anonymous) and n.name.lower() == "set_config"
+               for n in stmt.walk()):
+            return stmt, None
+        snap = self.store.snapshot()
+        stmt = catalog_functions.replace(replace_functions(stmt, snap), snap, self.variables)
+        if not pg_reads.wants(snap, stmt):
+            return stmt, None
+        answer = pg_reads.describe(snap, stmt, self.variables.search_path())
+        return stmt, (answer.columns, answer.types)
+
+    def _on_duckdb(self, snap: Snapshot, stmt: exp.Query) -> catalog_sql.Answer:
+        sources = ReadSources({**self.sources.rows, "pg_settings": lambda _: (
+            catalog_functions.settings_rows(self.variables))}, self.sources.router)
+        return pg_reads.run(snap, stmt, sources, self.variables.search_path())
 
     def _select_in_spark(self, snap: Snapshot, p: reads.Plan, at: int | None, strict: bool,
                          cluster: str) -> list[tuple[Any, ...]]:
@@ -82,6 +139,7 @@ class Selects:
             as_of = at is not None
             if at is None:
                 at = snap.read_ts if strict else self._serializable_time(snap, p)
+            self.last_at = at
             with self._hold(snap, p, at, as_of):
                 for _, index in p.indexes:
                     # Strict serializable: catch the index up first, so the read sees
@@ -162,6 +220,8 @@ def replace_functions(query: exp.Query, snap: Snapshot) -> exp.Query:
     def is_call(node: exp.Expr) -> bool:
         return isinstance(node, exp.Anonymous) and node.name.lower() == name
 
+    if not any(is_call(n) for n in query.walk()):
+        return query
     query = query.copy()
     if isinstance(query, exp.Select):
         query.set("expressions", [exp.alias_(p, name) if is_call(p) else p

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mzflow.catalog import normalize, system
+from mzflow.catalog import names, normalize, privileges, roles, system
 from mzflow.catalog.exprtypes import display_name
 from mzflow.catalog.model import (
+    DATABASE,
     INDEX,
     MATERIALIZED_VIEW,
     RELATION_KINDS,
@@ -22,7 +23,7 @@ from mzflow.catalog.model import (
     Snapshot,
 )
 from mzflow.engine import local
-from mzflow.errors import UnknownSchema, WrongObjectType
+from mzflow.errors import UnknownDatabase, UnknownObject, WrongObjectType
 from mzflow.maintain import arrangements
 from mzflow.sql import ast
 from mzflow.sql.parse import parse_one
@@ -44,21 +45,38 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
         return ["Cluster", "Create Cluster"], [
             (named.name, normalize.create_cluster_sql(named))]
     if kind.startswith("CREATE "):
-        return _show_create(snap, kind.removeprefix("CREATE "), stmt.this.name)
+        return _show_create(snap, kind.removeprefix("CREATE "), stmt.this)
     if kind == "CLUSTERS":
         columns, rows = ["name"], [(c.name,) for c in snap.clusters]
+    elif kind == "ROLES":
+        columns, rows = ["name", "comment"], [(r.name, "") for r in snap.roles]
+    elif kind == "PRIVILEGES":
+        role = stmt.args.get("role")
+        role_id = None
+        if role is not None:
+            found = roles.find(snap, role.name)
+            if found is None:
+                raise UnknownObject(f"unknown role '{role.name}'")
+            role_id = found.id
+        columns = privileges.SHOW_COLUMNS
+        rows = privileges.show_rows(snap, stmt.args.get("on"), role_id)
+    elif kind in ("SCHEMAS", "EXTENDED SCHEMAS"):
+        columns, rows = _show_schemas(snap, stmt, extended=kind == "EXTENDED SCHEMAS")
+    elif kind == "SOURCES":  # mzflow has no sources yet
+        _listed_schema(snap, stmt)
+        columns, rows = ["name", "type", "cluster"], []
     elif kind == "INDEXES":
         columns, rows = _show_indexes(snap, stmt)
     elif kind == "SINKS":
         columns, rows = _show_sinks(snap, stmt)
     elif kind == "COLUMNS":
-        rel = _relation(snap, stmt.args["on"].name)
+        rel = _relation(snap, stmt.args["on"])
         columns = ["name", "nullable", "type", "comment"]
         rows = [(c.name, c.nullable, display_name(c.type), snap.comment(rel.id, pos) or "")
                 for pos, c in enumerate(rel.columns, start=1)]
     elif kind == "PROJECTIONS":
         on = stmt.args.get("on")
-        table_id = snap.resolve(on.name).id if on is not None else None
+        table_id = names.resolve(snap, on).id if on is not None else None
         columns = ["table", "name", "kind", "definition"]
         rows = [(snap.item(p.table_id).name, p.name, system.projection_kind(p.query), p.query)
                 for p in snap.projections if table_id is None or p.table_id == table_id]
@@ -66,24 +84,23 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
         from mzflow.catalog.ddl.expectations import clause
 
         on = stmt.args.get("on")
-        item_id = snap.resolve(on.name).id if on is not None else None
+        item_id = names.resolve(snap, on).id if on is not None else None
         columns = ["table", "name", "kind", "definition", "action"]
         rows = [(snap.item(e.item_id).name, e.name, e.kind, clause(e).split(" EXPECT ", 1)[1]
                  .rsplit(" ON VIOLATION ", 1)[0], e.action)
                 for e in snap.expectations if item_id is None or e.item_id == item_id]
     elif kind == "FULL MATERIALIZED VIEWS":
         columns, rows = ["cluster", "name", "type"], []
-        for (name,) in _show_list(snap, "MATERIALIZED VIEWS", stmt)[1]:
-            cluster = snap.cluster(system.materialized_view_cluster(snap,
-                                                                     snap.resolve(str(name))))
-            rows.append((cluster.name if cluster else None, name, "user"))
+        for item in _listed(snap, "MATERIALIZED VIEWS", stmt):
+            cluster = snap.cluster(system.materialized_view_cluster(snap, item))
+            rows.append((cluster.name if cluster else None, item.name, "user"))
     else:
         columns, rows = _show_list(snap, kind, stmt)
     return columns, _filter(columns, rows, stmt)
 
 
-def _relation(snap: Snapshot, name: str) -> Item:
-    item = snap.resolve(name)
+def _relation(snap: Snapshot, name: names.Ref) -> Item:
+    item = names.resolve(snap, name)
     if item.kind not in RELATION_KINDS:
         raise WrongObjectType(f"{item.qualified_name} is not a relation")
     return item
@@ -94,20 +111,45 @@ def _cluster_filter(snap: Snapshot, stmt: ast.Show) -> int | None:
     return snap.cluster_by_name(cluster.name).id if cluster is not None else None
 
 
-def _show_list(snap: Snapshot, kind: str, stmt: ast.Show) -> tuple[list[str], Rows]:
+def _listed_schema(snap: Snapshot, stmt: ast.Show) -> str | None:
+    """The schema a SHOW lists (FROM [database.]schema, else the current schema);
+    None when the search path names none that exists (an empty list)."""
+    schema = stmt.args.get("schema")
+    if schema is None:
+        return names.current_schema(snap)
+    # FROM s is parsed as a one-part object name: its "table" is the schema.
+    database = schema.db or None
+    return names.require_schema(snap, database, schema.name)
+
+
+def _listed(snap: Snapshot, kind: str, stmt: ast.Show) -> list[Item]:
     kinds = _LIST_KINDS[kind]
     cluster_id = _cluster_filter(snap, stmt)
-    rows: Rows = []
+    schema = _listed_schema(snap, stmt)
+    out: list[Item] = []
     for item in snap.items:
-        if item.kind not in kinds:
+        if item.kind not in kinds or item.schema != schema:
             continue
         if cluster_id is not None and (
             item.kind != MATERIALIZED_VIEW
             or system.materialized_view_cluster(snap, item) != cluster_id
         ):
             continue
-        rows.append((item.name,))
-    return ["name"], rows
+        out.append(item)
+    return out
+
+
+def _show_list(snap: Snapshot, kind: str, stmt: ast.Show) -> tuple[list[str], Rows]:
+    return ["name"], [(item.name,) for item in _listed(snap, kind, stmt)]
+
+
+def _show_schemas(snap: Snapshot, stmt: ast.Show, extended: bool) -> tuple[list[str], Rows]:
+    """The database's schemas by name; EXTENDED adds the system's (Materialize's)."""
+    database = stmt.args.get("schema")  # SHOW SCHEMAS FROM <database>
+    if database is not None and database.name != DATABASE:
+        raise UnknownDatabase(f"unknown database '{database.name}'")
+    found = [*(names.SYSTEM_SCHEMAS if extended else ()), *(s.name for s in snap.schemas)]
+    return ["name"], [(n,) for n in sorted(found)]
 
 
 def _show_indexes(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
@@ -151,13 +193,13 @@ def _show_indexes(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
 
 
 def _show_sinks(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
-    schema = stmt.args.get("schema")
-    if schema is not None and schema.name != "public":
-        raise UnknownSchema(f"unknown schema '{schema.name}'")
+    schema = _listed_schema(snap, stmt)
     cluster_id = _cluster_filter(snap, stmt)
     rows: Rows = []
     for sink in snap.items:
         if sink.kind != SINK or (cluster_id is not None and sink.cluster_id != cluster_id):
+            continue
+        if sink.schema != schema:
             continue
         cluster = snap.cluster(sink.cluster_id)
         # Parsed, not split on " INTO ": a quoted sink or relation name may contain that.
@@ -166,8 +208,8 @@ def _show_sinks(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     return ["name", "type", "cluster_name"], rows
 
 
-def _show_create(snap: Snapshot, kind_sql: str, name: str) -> tuple[list[str], Rows]:
-    item = snap.resolve(name)
+def _show_create(snap: Snapshot, kind_sql: str, name: names.Ref) -> tuple[list[str], Rows]:
+    item = names.resolve(snap, name)
     wanted = _CREATE_KINDS[kind_sql]
     if item.kind != wanted:
         word = kind_sql.lower()
@@ -182,7 +224,7 @@ def _show_create(snap: Snapshot, kind_sql: str, name: str) -> tuple[list[str], R
         create_sql = normalize.create_table_sql(
             item.name, item.columns, item.partition_by,
             tuple((p.name, p.query) for p in snap.projections_on(item.id)),
-            create_sql_parts(snap, item))
+            create_sql_parts(snap, item), schema=item.schema)
     return [title, f"Create {title}"], [(item.qualified_name,
                                          normalize.humanize(create_sql))]
 

@@ -13,7 +13,7 @@ query evaluated at each time one of its inputs changed.
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +22,9 @@ from typing import Any
 import pyarrow as pa
 from sqlglot import exp
 
-from mzflow.catalog import frontiers, sinks
-from mzflow.catalog.model import RELATION_KINDS
+from mzflow.catalog import frontiers, names, normalize, sinks
+from mzflow.catalog.exprtypes import display_name
+from mzflow.catalog.model import RELATION_KINDS, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.errors import InvalidOption, WrongObjectType
 from mzflow.read import history, holds, reads
@@ -32,6 +33,8 @@ from mzflow.storage.delta import DIFF
 from mzflow.storage.types import python_values
 
 OPTIONS = ("SNAPSHOT", "PROGRESS")
+# The types of the columns SUBSCRIBE puts before the relation's, as Materialize's.
+HEAD_TYPES = {"mz_timestamp": "numeric", "mz_progressed": "boolean", "mz_diff": "bigint"}
 
 
 @dataclass
@@ -48,10 +51,13 @@ class Subscription:
     poll_seconds: float = 0.5
     lease_seconds: float = 60.0  # of its read hold (read/holds.py)
     columns: list[str] = field(default_factory=list)
+    types: list[str] = field(default_factory=list)
+    # Set from another thread (a cursor's CLOSE, a cancelled COPY (SUBSCRIBE …) TO
+    # STDOUT): the waiting iterator ends at once instead of at the next write.
+    stop: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
-        head = ["mz_timestamp"] + (["mz_progressed"] if self.progress else []) + ["mz_diff"]
-        self.columns = head + [c.name for c in self.source.columns]
+        self.columns, self.types = columns(self.source, self.progress)
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         if self.up_to is not None and self.up_to <= self.as_of:
@@ -71,9 +77,12 @@ class Subscription:
         if self.progress:
             yield self._progress(frontier + 1)
         while self.up_to is None or frontier + 1 < self.up_to:
+            if self.stop.is_set():
+                return
             target = self._target()
             if target <= frontier:
-                time.sleep(self.poll_seconds)
+                if self.stop.wait(self.poll_seconds):
+                    return
                 continue
             if hold.lost:  # what the next changes are read from may be gone
                 raise reads.InvalidTimestamp(
@@ -119,17 +128,25 @@ class Subscription:
         return (ts, True, None) + (None,) * len(self.source.columns)
 
 
-def subscribe(store: Store, warehouse: Path, stmt: ast.Subscribe,
-              poll_seconds: float = 0.5, lease_seconds: float = 60.0) -> Subscription:
-    snap = store.snapshot()
+def columns(src: history.Source, progress: bool) -> tuple[list[str], list[str]]:
+    """The names and types of a subscription's columns."""
+    head = ["mz_timestamp"] + (["mz_progressed"] if progress else []) + ["mz_diff"]
+    return (head + [c.name for c in src.columns],
+            [HEAD_TYPES[h] for h in head] + [display_name(c.type) for c in src.columns])
+
+
+def source_of(snap: Snapshot, stmt: ast.Subscribe) -> history.Source:
+    """What ``stmt`` subscribes to, bound now (nothing read)."""
     target = stmt.this
     if isinstance(target, exp.Table):
-        item = snap.resolve(target.name)
+        item = names.resolve(snap, target)
         if item.kind not in RELATION_KINDS:
             raise WrongObjectType(f"{item.qualified_name} is not a relation")
-        src = history.source(snap, exp.select("*").from_(exp.to_table(item.name)), item)
-    else:
-        src = history.source(snap, target)
+        return history.source(snap, exp.select("*").from_(normalize.of_item(item)), item)
+    return history.source(snap, target)
+
+
+def options_of(stmt: ast.Subscribe) -> dict[str, bool]:
     opts = {"SNAPSHOT": True, "PROGRESS": False}
     for opt in stmt.args.get("options") or []:
         if opt.name not in OPTIONS:
@@ -137,6 +154,14 @@ def subscribe(store: Store, warehouse: Path, stmt: ast.Subscribe,
                                 hint=f"valid options are {', '.join(OPTIONS)}")
         value = opt.args.get("value")
         opts[opt.name] = True if value is None else sinks.flag(value, opt.name)
+    return opts
+
+
+def subscribe(store: Store, warehouse: Path, stmt: ast.Subscribe,
+              poll_seconds: float = 0.5, lease_seconds: float = 60.0) -> Subscription:
+    snap = store.snapshot()
+    src = source_of(snap, stmt)
+    opts = options_of(stmt)
     as_of = snap.read_ts
     if stmt.args.get("as_of") is not None:
         as_of = reads.as_of_value(stmt.args["as_of"])

@@ -19,6 +19,7 @@ from mzflow.projections import write as projection_upkeep
 from mzflow.quality import write as expectations
 from mzflow.read import holds
 from mzflow.read.sources import ReadSources
+from mzflow.storage import landing
 
 
 def write_hooks(store: Store, warehouse: Path) -> list[WriteHook]:
@@ -41,6 +42,7 @@ def read_sources(store: Store, warehouse: Path) -> ReadSources:
                                                        warehouse=warehouse))
     sources.add_rows(["mz_wallclock_lag_history"],
                      partial(freshness.lag_history, warehouse=warehouse))
+    sources.add_rows(["mz_copy_history"], partial(landing.rows, warehouse=warehouse))
     sources.add_rows(["mz_hydration_statuses"],
                      partial(freshness.hydration, warehouse=warehouse))
     for name in projection_storage.SYSTEM_TABLES:

@@ -23,7 +23,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from mzflow import config
-from mzflow.catalog import srf
+from mzflow.catalog import names, normalize, srf
 from mzflow.catalog.hooks import Apply, HookWrite, WriteHook, WriteInfo, begin
 from mzflow.catalog.model import TABLE, Item, Snapshot
 from mzflow.catalog.store import Store, Writer
@@ -87,9 +87,11 @@ class TableWrites:
         self.hooks = hooks  # the session's, in order: validation, projection upkeep
 
     def _commit(self, name: exp.Table, key: IdempotencyKey | None, status: str,
-                produce: Produce) -> WriteResult:
+                produce: Produce, opened: Shard | None = None) -> WriteResult:
         """Shared frame: lock, resolve, idempotency check, produce rows, let the hooks
-        check them (expectations), commit, then the hooks' upkeep (projections)."""
+        check them (expectations), commit, then the hooks' upkeep (projections).
+        ``opened``: the table's shard, open already (a folder COPY's commits reuse it:
+        opening replays the log, once per file made its commits quadratic)."""
         verb = status.split()[0]
         statement = verb if key is None else f"{verb} {key[0]}:{key[1]}"
         hooks = begin(self.hooks, WriteInfo(self.store, self.warehouse, verb, statement,
@@ -104,6 +106,8 @@ class TableWrites:
             with self.store.write() as w:
                 item = _table(w.snapshot, name)
                 shard = shard_of(self.warehouse, item)
+                if opened is not None and opened.path == shard.path:
+                    shard = opened
                 if key is not None:
                     done = shard.applied(key[0])
                     if done is not None and done >= key[1]:
@@ -149,11 +153,7 @@ class TableWrites:
         return self._commit(name, key, "INSERT 0", produce)
 
     def insert(self, stmt: exp.Insert, key: IdempotencyKey | None = None) -> WriteResult:
-        target = stmt.this
-        names = None
-        if isinstance(target, exp.Schema):
-            names = [c.name for c in target.expressions]
-            target = target.this
+        target, names = _insert_target(stmt)
         source = stmt.expression
 
         def produce(w: Writer, item: Item, shard: Shard, check: Check
@@ -165,6 +165,44 @@ class TableWrites:
             return _appending(w, shard, data, key)
 
         return self._commit(target, key, "INSERT 0", produce)
+
+    def constant_rows(self, stmt: exp.Insert) -> int | None:
+        """How many rows a constant ``INSERT … VALUES`` writes, its rows checked against
+        the table as its commit checks them (nothing written); None when it is not
+        constant (it reads tables)."""
+        target, names = _insert_target(stmt)
+        if not isinstance(stmt.expression, exp.Values):
+            return None
+        try:
+            evaluate_rows(stmt.expression, _constant)
+        except NotConstant:
+            return None
+        snap = self.store.snapshot()
+        item = _table(snap, target)
+        return self._rows_for_insert(snap, stmt.expression, targets_of(item),
+                                     _column_order(item, names)).num_rows
+
+    def insert_all(self, stmts: Sequence[exp.Insert]) -> list[WriteResult]:
+        """Constant INSERTs a write transaction buffered, at its COMMIT: all of one
+        table's rows in one commit (each table's commit is atomic; Delta has no commit
+        across tables, so two tables' commits are two)."""
+        snap = self.store.snapshot()
+        groups: dict[str, list[exp.Insert]] = {}
+        for stmt in stmts:
+            groups.setdefault(_table(snap, _insert_target(stmt)[0]).id, []).append(stmt)
+        results = []
+        for group in groups.values():
+            def produce(w: Writer, item: Item, shard: Shard, check: Check,
+                        group: list[exp.Insert] = group) -> Produced:
+                parts = [self._rows_for_insert(
+                    w.snapshot, s.expression, targets_of(item),
+                    _column_order(item, _insert_target(s)[1])) for s in group]
+                data = _with_rowids(w, shard, check(w, item, pa.concat_tables(parts)))
+                return _appending(w, shard, data, None)
+
+            results.append(self._commit(_insert_target(group[0])[0], None, "INSERT 0",
+                                        produce))
+        return results
 
     def _rows_for_insert(self, snap: Snapshot, source: exp.Expr, targets: list[rowconv.Target],
                          order: list[int | None]) -> pa.Table:
@@ -254,6 +292,14 @@ class TableWrites:
         if len(files) != 1 or not isinstance(files[0], exp.Literal):
             raise Unsupported("COPY FROM takes one file path as a string")
         options = _copy_options(stmt)
+        from mzflow.storage import landing
+
+        if landing.is_folder_form(files[0].this, options.get("pattern")):
+            from mzflow.session.copy_folder import copy_folder
+
+            # Each file is keyed by its own identity: the statement's key adds nothing.
+            return copy_folder(self, stmt.this, files[0].this, options)
+        del options["pattern"]
         path = Path(files[0].this)
 
         def produce(w: Writer, item: Item, shard: Shard, check: Check
@@ -299,15 +345,23 @@ def _warm_spark() -> None:
 
 
 def _table(snap: Snapshot, name: exp.Table) -> Item:
-    item = snap.resolve(name.name)
+    item = names.resolve(snap, name)
     if item.kind != TABLE:
         raise WrongObjectType(f"cannot write to {item.qualified_name}: it is a {item.kind_word}")
     return item
 
 
+def _insert_target(stmt: exp.Insert) -> tuple[exp.Table, list[str] | None]:
+    """An INSERT's table, and its column list if it names one."""
+    target = stmt.this
+    if isinstance(target, exp.Schema):
+        return target.this, [c.name for c in target.expressions]
+    return target, None
+
+
 def _ref(item: Item) -> exp.Table:
     """A reference that binds to the table's newest version, rowids included."""
-    return exp.to_table(item.name)
+    return normalize.of_item(item)
 
 
 def _column_order(item: Item, names: list[str] | None) -> list[int | None]:
@@ -351,7 +405,8 @@ def _with_rowids(w: Writer, shard: Shard, data: pa.Table) -> pa.Table:
 
 
 def _copy_options(stmt: exp.Copy) -> dict[str, Any]:
-    out: dict[str, Any] = {"format": "csv", "header": False, "delimiter": ","}
+    out: dict[str, Any] = {"format": "csv", "header": False, "delimiter": ",",
+                           "pattern": None}
     for param in stmt.args.get("params") or []:
         name = param.this.name.lower()
         value = param.args.get("expression")
@@ -367,9 +422,11 @@ def _copy_options(stmt: exp.Copy) -> dict[str, Any]:
             out["header"] = text.lower() in ("true", "1", "on", "yes")
         elif name == "delimiter":
             out["delimiter"] = text
+        elif name == "pattern":  # a landing folder's files to load (session/copy_folder.py)
+            out["pattern"] = text
         else:
             raise InvalidOption(f'unexpected COPY option "{name.upper()}"',
-                                hint="valid options are FORMAT, HEADER and DELIMITER")
+                                hint="valid options are FORMAT, HEADER, DELIMITER and PATTERN")
     if out["format"] not in ("csv", "parquet", "json"):
         raise InvalidOption(f"unknown COPY format {out['format'].upper()}",
                             hint="valid formats are CSV, PARQUET and JSON")

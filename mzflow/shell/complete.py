@@ -21,6 +21,7 @@ from typing import Any
 
 from mzflow.catalog import system
 from mzflow.catalog.model import RELATION_KINDS, Snapshot
+from mzflow.sql.redact import redact_passwords
 
 HISTORY_SIZE = 1000
 _NEWLINE = "\x01"
@@ -34,6 +35,7 @@ TABLES VIEW VIEWS MATERIALIZED OBJECTS COLUMNS SHOW EXPLAIN PLAN FOR SUBSCRIBE R
 CASCADE RESTRICT IF COMMENT SIZE VIRTUAL SPARK REFRESH RETAIN HISTORY FORMAT HEADER CSV
 PARQUET JSON DELTA ENVELOPE KEY SCHEDULE TIMEZONE SNAPSHOT PROGRESS OF UP TRUE FALSE CAST COUNT SUM
 AVG MIN MAX COALESCE INTEGER BIGINT TEXT NUMERIC DOUBLE BOOLEAN DATE TIMESTAMP INTERVAL
+EVERY ALIGNED CREATION COMMIT
 """.split()
 
 # After these words a relation name follows.
@@ -57,7 +59,7 @@ class Names:
         rel = [i for i in snap.items if i.kind in RELATION_KINDS]
         columns = {i.name: [c.name for c in i.columns] for i in rel}
         # The catalog's own tables (mz_clusters, ...) are relations to complete too.
-        columns |= {t.name: [c.name for c in t.all_columns] for t in system.TABLES.values()}
+        columns |= {t.name: [c.name for c in t.all_columns] for t in system.every()}
         return cls(relations=sorted(columns), objects=sorted(i.name for i in snap.items),
                    clusters=sorted(c.name for c in snap.clusters), columns=columns)
 
@@ -151,7 +153,8 @@ class History:
             self._write(entries)
 
     def add(self, entry: str) -> None:
-        entry = entry.strip("\n")
+        # A password typed in CREATE/ALTER ROLE is kept neither in memory nor on disk.
+        entry = redact_passwords(entry.strip("\n"))
         if not entry.strip():
             return
         n = self._rl.get_current_history_length()

@@ -12,7 +12,7 @@ import fnmatch
 from collections.abc import Sequence
 from pathlib import Path
 
-from mzflow.catalog import frontiers, normalize, sizes, system
+from mzflow.catalog import frontiers, names, normalize, sizes, system
 from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
@@ -75,7 +75,10 @@ def clusters(snap: Snapshot, pattern: str | None) -> str:
 def describe(snap: Snapshot, warehouse: Path, name: str) -> str:
     """``\\d name``: columns, indexes, cluster, and for a maintained object its frontier
     and how its last tick ran."""
-    item = snap.find(name)
+    try:
+        item = names.find(snap, name)
+    except UnknownObject:  # an unknown schema or database
+        item = None
     if item is None:
         raise UnknownObject(f'Did not find any relation named "{name}".')
     title = f'{item.kind_word.capitalize()} "{item.schema}.{item.name}"'

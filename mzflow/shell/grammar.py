@@ -12,8 +12,9 @@ STATEMENTS: dict[str, tuple[str, str]] = {
                       "SPARK [ = ] 'sc://host:port' } [, ...] )\n"
                       "ALTER CLUSTER name RESET ( { SIZE | VIRTUAL | SPARK } [, ...] )"),
     "ALTER SYSTEM": ("set or reset a system-wide default",
-                     "ALTER SYSTEM SET { cluster | retain_history } { = | TO } value\n"
-                     "ALTER SYSTEM RESET { cluster | retain_history }"),
+                     "ALTER SYSTEM SET { cluster | retain_history | compaction_interval } "
+                     "{ = | TO } value\n"
+                     "ALTER SYSTEM RESET { cluster | retain_history | compaction_interval }"),
     "ALTER TABLE": ("add a column (a new version of the table)",
                     "ALTER TABLE name ADD COLUMN column type"),
     "ALTER ... RENAME": ("rename an object",
@@ -35,12 +36,18 @@ STATEMENTS: dict[str, tuple[str, str]] = {
     "CREATE INDEX": ("maintain a relation's contents in a cluster",
                      "CREATE INDEX [ IF NOT EXISTS ] [ name ] [ IN CLUSTER cluster ] "
                      "ON relation ( key [, ...] )\n"
-                     "CREATE DEFAULT INDEX [ IN CLUSTER cluster ] ON relation"),
+                     "CREATE DEFAULT INDEX [ IN CLUSTER cluster ] ON relation\n"
+                     "    [ WITH ( refresh [, ...] ) ]   (refresh: as for a materialized "
+                     "view; mzflow's)"),
     "CREATE MATERIALIZED VIEW": (
         "a view maintained in a cluster",
         "CREATE [ OR REPLACE ] MATERIALIZED VIEW [ IF NOT EXISTS ] name "
         "[ ( column [, ...] ) ]\n    [ IN CLUSTER cluster ] "
-        "[ WITH ( REFRESH = 'incremental' ) ] AS select"),
+        "[ WITH ( option [, ...] ) ] AS select\n"
+        "    option: REFRESH = 'incremental' | RETAIN HISTORY FOR 'interval' | refresh\n"
+        "    refresh: REFRESH ON COMMIT | REFRESH EVERY 'interval' [ ALIGNED TO time ]\n"
+        "           | REFRESH AT { CREATION | time }\n"
+        "           | REFRESH ON SCHEDULE 'cron or @preset' [ TIMEZONE 'Area/City' ]"),
     "CREATE SINK": ("export a relation's changes on a schedule",
                     "CREATE SINK [ IF NOT EXISTS ] name [ IN CLUSTER cluster ] FROM relation\n"
                     "    INTO { PARQUET | CSV | JSON | DELTA } 'path'\n"

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from mzflow.catalog import schedules, sinks
+from mzflow.catalog import names, schedules, sinks
 from mzflow.catalog.model import SINK, Snapshot
 from mzflow.catalog.sinks import SinkSpec
 from mzflow.catalog.store import Store, now_ms
@@ -76,7 +76,7 @@ class Exported:
 
 
 def _spec(snap: Snapshot, name: str) -> SinkSpec:
-    item = snap.resolve(name)
+    item = names.resolve(snap, name)
     if item.kind != SINK:
         raise WrongObjectType(f"{item.qualified_name} is not a sink")
     return sinks.spec(item)

@@ -42,6 +42,16 @@ class CreateIndex(exp.Expression):
     }
 
 
+class RefreshPolicy(exp.Expression):
+    """A ``REFRESH`` option's value (catalog/refresh.py): Materialize's ``ON COMMIT``,
+    ``AT CREATION``, ``AT <time>``, ``EVERY '<interval>' [ALIGNED TO <time>]``, and
+    mzflow's ``ON SCHEDULE '<cron>' [TIMEZONE '<zone>']``. ``kind`` is one of those words
+    (ON COMMIT, AT CREATION, AT, EVERY, ON SCHEDULE); the others are its arguments."""
+
+    arg_types = {"kind": True, "at": False, "interval": False, "aligned_to": False,
+                 "schedule": False, "timezone": False}
+
+
 class CreateView(exp.Expression):
     arg_types = {
         "this": True,
@@ -68,16 +78,22 @@ class CreateSink(exp.Expression):
     }
 
 
+class CreateSchema(exp.Expression):
+    # this: the schema's name; database: the database that qualifies it, if written
+    arg_types = {"this": True, "database": False, "exists": False}
+
+
 class DropObjects(exp.Expression):
-    # kind: TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK or CLUSTER
+    # kind: TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK, CLUSTER or SCHEMA
     arg_types = {"kind": True, "expressions": True, "exists": False, "cascade": False}
 
 
 class Show(exp.Expression):
     """Every SHOW form. ``kind`` picks the form; the other args qualify it.
 
-    kind is one of CLUSTERS, INDEXES, SINKS, TABLES, VIEWS, MATERIALIZED VIEWS,
-    OBJECTS, COLUMNS, CREATE <object kind>, or VARIABLE (then ``this`` is its name).
+    kind is one of CLUSTERS, INDEXES, SINKS, SOURCES, TABLES, VIEWS, MATERIALIZED VIEWS,
+    OBJECTS, COLUMNS, [EXTENDED] SCHEMAS, CREATE <object kind>, or VARIABLE (then
+    ``this`` is its name).
     """
 
     arg_types = {
@@ -88,6 +104,7 @@ class Show(exp.Expression):
         "cluster": False,
         "like": False,
         "where": False,
+        "role": False,  # SHOW PRIVILEGES … FOR <role>
     }
 
 
@@ -208,6 +225,40 @@ class RowsFrom(exp.Expression, exp.Func):
     _sql_names = ["ROWS FROM"]
 
 
+class RoleOption(exp.Expression):
+    """A role attribute (``LOGIN``, ``NOSUPERUSER``…) or ``PASSWORD``, whose ``value`` is
+    the password's string or NULL. The password lives only in this tree, in memory."""
+
+    arg_types = {"this": True, "value": False}
+
+    @property
+    def name(self) -> str:
+        return self.this.upper()
+
+
+class CreateRole(exp.Expression):
+    arg_types = {"this": True, "options": False}
+
+
+class AlterRole(exp.Expression):
+    arg_types = {"this": True, "options": False}
+
+
+class DropRoles(exp.Expression):
+    arg_types = {"expressions": True, "exists": False}
+
+
+class GrantPrivileges(exp.Expression):
+    """``GRANT|REVOKE <privileges> ON <kind> <targets> TO|FROM <roles>``.
+
+    privileges: names (SELECT…), None for ALL; kind: TABLE, CLUSTER, SCHEMA, DATABASE
+    or SYSTEM; expressions: the targets (exp.Table for tables and schemas, identifiers
+    else; none for SYSTEM); roles: identifiers (unquoted ``public`` is PUBLIC)."""
+
+    arg_types = {"privileges": False, "kind": True, "expressions": False, "roles": True,
+                 "revoke": False}
+
+
 MZ_NODES = (
     AlterProjection,
     AlterExpectation,
@@ -225,4 +276,9 @@ MZ_NODES = (
     Show,
     SetVariable,
     ResetVariable,
+    RoleOption,
+    CreateRole,
+    AlterRole,
+    DropRoles,
+    GrantPrivileges,
 )

@@ -14,12 +14,12 @@ from mzflow.sql.parser import MzParser
 
 class Mz(Materialize):
     class Tokenizer(Materialize.Tokenizer):
-        # RESET is a statement of ours, not an opaque command.
+        # RESET and DECLARE are statements of ours, not opaque commands.
         KEYWORDS = {k: v for k, v in Materialize.Tokenizer.KEYWORDS.items()
-                    if k not in ("RESET", "EXPLAIN")}
+                    if k not in ("RESET", "EXPLAIN", "DECLARE")}
         # A command token makes the tokenizer swallow the rest of the statement as one
-        # string; SHOW has a real grammar here.
-        COMMANDS = Materialize.Tokenizer.COMMANDS - {TokenType.SHOW}
+        # string; SHOW and FETCH have a real grammar here.
+        COMMANDS = Materialize.Tokenizer.COMMANDS - {TokenType.SHOW, TokenType.FETCH}
 
     Parser = MzParser
     Generator = MzGenerator

@@ -18,6 +18,18 @@ class MzGenerator(MaterializeGenerator):
                                                                          ).join(("EXPECT ", ""))
         return e.name if value is None else f"{e.name} = {self.sql(value)}"
 
+    def refreshpolicy_sql(self, e: ast.RefreshPolicy) -> str:
+        """Materialize's display (``REFRESH = EVERY '1 day' ALIGNED TO …`` in an option
+        list), which its parser and ours read back."""
+        kind = e.args["kind"]
+        first = {"AT": "at", "EVERY": "interval", "ON SCHEDULE": "schedule"}.get(kind)
+        out = kind if first is None else f"{kind} {self.sql(e.args[first])}"
+        if e.args.get("aligned_to") is not None:
+            out += f" ALIGNED TO {self.sql(e.args['aligned_to'])}"
+        if e.args.get("timezone") is not None:
+            out += f" TIMEZONE {self.sql(e.args['timezone'])}"
+        return out
+
     def _options(self, e: exp.Expr, prefix: str = " WITH ") -> str:
         opts = e.args.get("options") or []
         return f"{prefix}({', '.join(self.sql(o) for o in opts)})" if opts else ""
@@ -176,6 +188,7 @@ class MzGenerator(MaterializeGenerator):
     TRANSFORMS = {
         **MaterializeGenerator.TRANSFORMS,
         ast.Option: option_sql,
+        ast.RefreshPolicy: refreshpolicy_sql,
         ast.RenameObject: renameobject_sql,
         ast.Explain: explain_sql,
         ast.CreateTable: createtable_sql,

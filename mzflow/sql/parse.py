@@ -10,8 +10,11 @@ from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
 from mzflow.errors import ParseError
+from mzflow.sql import array_literals
 from mzflow.sql.dialect import Mz
 from mzflow.sql.joins import flatten_joins
+from mzflow.sql.parens import unwrap
+from mzflow.sql.redact import blank_strings, has_role_ddl
 
 DIALECT = Mz()
 
@@ -45,7 +48,9 @@ def parse(sql: str) -> list[exp.Expr]:
             raise ParseError(f"{tree.name} is not supported", line=1, column=1)
         # PostgreSQL semantics: unquoted identifiers fold to lower case, quoted ones
         # keep their case. Everything downstream compares names exactly.
-        statements.append(flatten_joins(normalize_identifiers(tree, dialect=DIALECT)))
+        tree = unwrap(tree)  # a statement `(SELECT …)`
+        tree = flatten_joins(normalize_identifiers(tree, dialect=DIALECT))
+        statements.append(array_literals.expand(tree))
     return statements
 
 
@@ -69,7 +74,8 @@ def _parse_error(sql: str, e: SqlglotParseError) -> ParseError:
                        first.get("highlight"))
     line = int(first.get("line") or 1)
     col = int(first.get("col") or 1)
-    snippet = (first.get("start_context") or "") + (first.get("highlight") or "")
+    snippet = "" if has_role_ddl(sql) else (  # a token there may be a password
+        (first.get("start_context") or "") + (first.get("highlight") or ""))
     return ParseError(reason, line=line, column=col, snippet=_caret(sql, line, col) or snippet)
 
 
@@ -130,4 +136,9 @@ def _caret(sql: str, line: int, col: int) -> str:
     if not 1 <= line <= len(lines):
         return ""
     text = lines[line - 1]
+    if has_role_ddl(sql):
+        # A password never reaches an error: strings blanked on either side of the caret
+        # (an error points at a token's start, never inside a string).
+        before = blank_strings(text[:col - 1])
+        text, col = before + blank_strings(text[col - 1:]), len(before) + 1
     return f"{text}\n{' ' * max(col - 1, 0)}^"

@@ -19,10 +19,12 @@ from sqlglot.parsers.materialize import MaterializeParser
 from sqlglot.tokens import TokenType
 
 from mzflow.sql import ast
-from mzflow.sql.parser_ddl import DdlParser
+from mzflow.sql.parser_roles import RolesParser
+from mzflow.sql.parser_session import SessionParser
 
 SHOW_LISTS = (
     ("MATERIALIZED", "VIEWS"),
+    ("SOURCES",),
     ("CLUSTERS",),
     ("SINKS",),
     ("TABLES",),
@@ -40,11 +42,13 @@ SHOW_CREATE_KINDS = (
 )
 
 
-class MzParser(DdlParser):
-    """Every statement mzflow accepts; the DDL and SET/RESET parts come from DdlParser."""
+class MzParser(RolesParser, SessionParser):
+    """Every statement mzflow accepts; the DDL and SET/RESET parts come from DdlParser,
+    roles and privileges from RolesParser, transaction control and cursors from
+    SessionParser."""
 
     STATEMENT_PARSERS = {
-        **MaterializeParser.STATEMENT_PARSERS,
+        **RolesParser.STATEMENT_PARSERS,
         TokenType.CREATE: lambda self: self._parse_mz_create(),
         TokenType.DROP: lambda self: self._parse_mz_drop(),
         TokenType.SHOW: lambda self: self._parse_mz_show(),
@@ -59,6 +63,25 @@ class MzParser(DdlParser):
         "TO_CHAR": lambda args: exp.ToChar(this=seq_get(args, 0), format=seq_get(args, 1)),
         "GENERATE_SERIES": lambda args: ast.GenerateSeries(expressions=args),
     }
+
+    # ``x <> ALL (array)``, as sqlglot reads ``x = ANY (array)``: sqlglot read it as a call
+    # of a function named ALL (pgjdbc's getSQLKeywords asks ``word <> ALL ('{…}'::text[])``).
+    # Only after a comparison and before a parenthesis; ``ALL (SELECT …)`` is the same node.
+    NO_PAREN_FUNCTION_PARSERS = {
+        **MaterializeParser.NO_PAREN_FUNCTION_PARSERS,
+        "ALL": lambda self: self._parse_quantified_all(),
+    }
+
+    def _parse_quantified_all(self) -> exp.Expr | None:
+        before = self._tokens[self._index - 2] if self._index >= 2 else None
+        if self._curr is None or self._curr.token_type != TokenType.L_PAREN or (
+                before is None or before.token_type not in {**self.EQUALITY, **self.COMPARISON}):
+            self._retreat(self._index - 1)
+            return None
+        this = self._parse_bitwise()
+        if isinstance(this, exp.Subquery) and not this.alias:
+            this = this.this  # ALL (SELECT …): the subquery predicate sqlglot makes
+        return self.expression(exp.All(this=this))
 
     CONSTRAINT_PARSERS = {
         **MaterializeParser.CONSTRAINT_PARSERS,
@@ -96,6 +119,14 @@ class MzParser(DdlParser):
     def _parse_alias(self, this: exp.Expr | None, explicit: bool = False) -> exp.Expr | None:
         if self._as_of_follows():
             return this
+        if (self._curr and self._curr.token_type == TokenType.ALIAS and self._next
+                and self._next.token_type in self.RESERVED_TOKENS
+                and self._next.text.isalpha()):
+            # After AS any keyword is a column label, as in PostgreSQL and Materialize
+            # (Metabase's privileges query names its columns select, insert…).
+            self._advance(2)
+            return self.expression(exp.Alias(this=this, alias=exp.to_identifier(
+                self._prev.text.lower())))
         return super()._parse_alias(this, explicit)
 
     def _parse_table_parts(self, *args: Any, **kwargs: Any) -> Any:
@@ -133,6 +164,9 @@ class MzParser(DdlParser):
                                    TokenType.VALUES, TokenType.SEMICOLON})
 
     def _parse_statement(self) -> exp.Expr | None:
+        session = self._parse_session_statement()
+        if session is not None:
+            return session
         if self._curr and self._curr.text.upper() == "RESET":
             self._advance()
             return self._parse_mz_reset(system=False)
@@ -212,6 +246,9 @@ class MzParser(DdlParser):
         return {}
 
     def _parse_mz_show(self) -> ast.Show:
+        roles = self._parse_role_show()
+        if roles is not None:
+            return roles
         if self._match(TokenType.CREATE):
             kind = self._match_any_words(SHOW_CREATE_KINDS)
             if kind is None:
@@ -248,6 +285,15 @@ class MzParser(DdlParser):
                 self.raise_error("Expected FROM")
             return self.expression(ast.Show(
                 kind="COLUMNS", on=self._expect_object(), **self._parse_like_or_where()))
+        extended = self._match_words("EXTENDED")
+        if self._match_words("SCHEMAS"):
+            database = self._expect_name("database name") if self._match(
+                TokenType.FROM) else None
+            return self.expression(ast.Show(
+                kind="EXTENDED SCHEMAS" if extended else "SCHEMAS", schema=database,
+                **self._parse_like_or_where()))
+        if extended:
+            self.raise_error("Expected SCHEMAS after SHOW EXTENDED")
         full = self._match_words("FULL")
         listing = self._match_any_words(SHOW_LISTS)
         if full and listing != "MATERIALIZED VIEWS":
@@ -259,6 +305,10 @@ class MzParser(DdlParser):
             cluster = self._parse_in_cluster()
             return self.expression(ast.Show(
                 kind=listing, schema=schema, cluster=cluster, **self._parse_like_or_where()))
+        # PostgreSQL's spelling of SHOW transaction_isolation (SQLAlchemy sends it).
+        if self._match_text_seq("TRANSACTION", "ISOLATION", "LEVEL"):
+            return self.expression(ast.Show(kind="VARIABLE",
+                                            this=exp.to_identifier("transaction_isolation")))
         # SHOW <variable>: any single word, including keywords like ALL.
         if self._at_end():
             self.raise_error("Expected what to SHOW")

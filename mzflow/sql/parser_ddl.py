@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from sqlglot import exp
-from sqlglot.parsers.materialize import MaterializeParser
 from sqlglot.tokens import TokenType
 
 from mzflow.sql import ast
+from mzflow.sql.parens import unwrap
+from mzflow.sql.parser_refresh import RefreshParser
 
 # DROP targets, longest first so MATERIALIZED VIEW wins over VIEW.
 DROP_KINDS = (
@@ -23,10 +24,13 @@ DROP_KINDS = (
     ("INDEX",),
     ("SINK",),
     ("CLUSTER",),
+    ("SCHEMA",),
 )
+# What ALTER … RENAME TO renames.
+RENAME_KINDS = DROP_KINDS[:5]
 
 
-class DdlParser(MaterializeParser):
+class DdlParser(RefreshParser):
     """CREATE, DROP, ALTER, SET and RESET; ``MzParser`` dispatches to them."""
 
     # -- helpers ---------------------------------------------------------------
@@ -91,6 +95,8 @@ class DdlParser(MaterializeParser):
         return self.expression(ast.Option(this=name))
 
     def _parse_option(self) -> ast.Option:
+        if self._at_refresh_policy():  # REFRESH EVERY '1 day' …: sql/parser_refresh.py
+            return self._parse_refresh_policy()
         if self._curr is not None and self._curr.text.upper() == "EXPECT" and (
                 self._next is not None and self._next.token_type != TokenType.EQ):
             # A materialized view's expectation: EXPECT name (<condition>) [ON VIOLATION …]
@@ -139,6 +145,10 @@ class DdlParser(MaterializeParser):
     def _parse_mz_create(self) -> exp.Expr:
         index = self._index
         replace = self._match_pair(TokenType.OR, TokenType.REPLACE)
+        if self._match_words("TEMPORARY") or self._match_words("TEMP"):
+            # dbt-materialize's contracts read a model's columns through one
+            self.raise_error("CREATE TEMPORARY is not supported: mzflow has no temporary "
+                             "objects")
         if self._match_words("CLUSTER"):
             name = self._expect_name("cluster name")
             return self.expression(ast.CreateCluster(this=name, options=self._parse_options()))
@@ -150,6 +160,8 @@ class DdlParser(MaterializeParser):
             return self._parse_create_index(default=False)
         if self._match_words("SINK"):
             return self._parse_create_sink()
+        if self._match(TokenType.SCHEMA):
+            return self._parse_create_schema()
         materialized = self._match_words("MATERIALIZED")
         if self._match(TokenType.VIEW):
             return self._parse_create_view(replace=replace, materialized=materialized)
@@ -158,8 +170,17 @@ class DdlParser(MaterializeParser):
         if self._match(TokenType.TABLE):
             return self._parse_create_table()
         self._retreat(index)
-        self.raise_error("Expected CLUSTER, INDEX, SINK, TABLE, VIEW or MATERIALIZED VIEW")
+        self.raise_error("Expected CLUSTER, INDEX, SCHEMA, SINK, TABLE, VIEW or MATERIALIZED "
+                         "VIEW")
         raise AssertionError("unreachable")
+
+    def _parse_create_schema(self) -> ast.CreateSchema:
+        exists = self._parse_exists(not_=True)
+        name = self._expect_object("schema name")  # [database.]schema
+        if name.args.get("catalog"):
+            self.raise_error("Expected a schema name of at most two parts")
+        return self.expression(ast.CreateSchema(
+            this=name.this, database=name.args.get("db"), exists=bool(exists)))
 
     def _parse_create_table(self) -> ast.CreateTable:
         exists = self._parse_exists(not_=True)
@@ -288,6 +309,8 @@ class DdlParser(MaterializeParser):
         if not self._match(TokenType.ALIAS):
             self.raise_error("Expected AS")
         query = self._parse_ddl_select()
+        if query is not None:
+            query = unwrap(query)  # AS (SELECT …), as dbt writes it
         if not isinstance(query, exp.Query):
             self.raise_error("Expected a SELECT")
         return self.expression(ast.CreateView(
@@ -320,7 +343,8 @@ class DdlParser(MaterializeParser):
         kind = self._match_any_words(DROP_KINDS)
         if kind is None:
             self.raise_error(
-                "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK or CLUSTER after DROP")
+                "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK, CLUSTER or SCHEMA after "
+                "DROP")
         exists = self._parse_exists()
         if kind == "CLUSTER":
             names: list[Any] = self._parse_csv(lambda: self._expect_name("cluster name"))
@@ -341,7 +365,10 @@ class DdlParser(MaterializeParser):
         name = self._expect_name("variable name")
         if not (self._match(TokenType.EQ) or self._match_words("TO")):
             self.raise_error("Expected = or TO")
-        value = self._parse_option_value()
+        values = self._parse_csv(self._parse_option_value)
+        # SET search_path = a, b: a list (a single value stays itself).
+        value = values[0] if len(values) == 1 else self.expression(exp.Tuple(
+            expressions=values)) if values else None  # SET x = DEFAULT
         return self.expression(ast.SetVariable(this=name, value=value, system=system))
 
     def _parse_mz_reset(self, *, system: bool) -> ast.ResetVariable:
@@ -368,7 +395,7 @@ class DdlParser(MaterializeParser):
                 self.raise_error("Expected cluster options")
             return self.expression(ast.AlterCluster(this=name, options=options))
         index = self._index
-        kind = self._match_any_words(DROP_KINDS[:-1])
+        kind = self._match_any_words(RENAME_KINDS)
         if kind is not None:
             target = self._expect_object()
             if self._match_words("RENAME"):

@@ -83,10 +83,11 @@ def rows_changed(entry: dict[str, Any]) -> int:
             + 2 * sum(int(m.get(k) or 0) for k in two))
 
 
-def commit_props(ts: int, txn: tuple[str, int] | None, max_rowid: int | None = None) -> Any:
+def commit_props(ts: int, txn: tuple[str, int] | None, max_rowid: int | None = None,
+                 extra: dict[str, str] | None = None) -> Any:
     from deltalake import CommitProperties, Transaction
 
-    metadata = {TS_KEY: str(ts)}
+    metadata = {TS_KEY: str(ts), **(extra or {})}
     if max_rowid is not None:
         metadata[MAX_ROWID_KEY] = str(max_rowid)
     return CommitProperties(
@@ -104,3 +105,34 @@ def tick_props(ts: int, error: str | None, txn: tuple[str, int] | None,
         meta[ERROR_KEY] = error
     return CommitProperties(custom_metadata=meta,
                             app_transactions=[Transaction(*txn)] if txn else None)
+
+
+def newest_version(log: Path) -> int:
+    """The newest commit's version in the Delta log folder ``log`` (-1: no table
+    there), from the entries' names alone: no delta-rs, no reading."""
+    try:
+        names = [p.name for p in log.iterdir()]
+    except FileNotFoundError:
+        return -1
+    return max((int(n[:20]) for n in names if len(n) == 25 and n.endswith(".json")
+                and n[:20].isdigit()), default=-1)
+
+
+def writes_after(log: Path, version: int) -> tuple[int, int | None]:
+    """The commits after ``version`` in the log folder ``log``: the newest version (still
+    ``version`` when there is none), and the time of the newest that wrote rows (None:
+    none did: a schema change, a compaction). A commit after the first missing entry is
+    not yet visible to readers (Delta's own rule), so the walk stops there."""
+    import json
+
+    ts = None
+    while True:
+        try:
+            text = (log / f"{version + 1:020d}.json").read_text()
+        except FileNotFoundError:
+            return version, ts
+        version += 1
+        info: dict[str, Any] = next((json.loads(line)["commitInfo"] for line
+                                     in text.splitlines() if '"commitInfo"' in line[:16]), {})
+        if info.get("operation") in _COUNTED_OPS and TS_KEY in info:
+            ts = int(info[TS_KEY])

@@ -39,9 +39,15 @@ def projection(warehouse: Path, table_id: str, projection_id: str) -> Path:
     return warehouse / f"{table_id}.projections" / projection_id
 
 
+def copy_failures(warehouse: Path, table_id: str) -> Path:
+    """The files a landing-folder COPY failed to load into a table (storage/landing.py;
+    beside the table, dropped with it)."""
+    return warehouse / f"{table_id}.copy" / "failures.jsonl"
+
+
 def of_item(warehouse: Path, item_id: str) -> list[Path]:
     """Every folder that is an item's own and goes when it is dropped: its shard (a
     table's or an index's), an index's state, a table's projections. (Arrangements are
     shared by a cluster and go with the last user: maintain/arrangements.py.)"""
     return [table(warehouse, item_id), state(warehouse, item_id),
-            projection(warehouse, item_id, "-").parent]
+            projection(warehouse, item_id, "-").parent, copy_failures(warehouse, item_id).parent]

@@ -216,12 +216,24 @@ def from_values(rows: Sequence[Sequence[Any]], targets: Sequence[Target]) -> pa.
             arrays.append(pa.array(out, type=arrow))
         except (pa.ArrowInvalid, OverflowError) as e:
             bad = _first_bad(out, arrow)
-            what = ("numeric field overflow" if pa.types.is_decimal(arrow)
-                    else f"value out of range for type {target.type}: {e}")
-            raise OutOfRange(what, detail=_where(bad, target.name)) from None
+            raise OutOfRange(_out_of_range(rows[bad - 1][j], target.type, arrow, e),
+                             detail=_where(bad, target.name)) from None
     schema = pa.schema([pa.field(t.name, parse_type(t.type).arrow, nullable=t.nullable)
                         for t in targets])
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _out_of_range(value: Any, type_name: str, arrow: pa.DataType, e: Exception) -> str:
+    """PostgreSQL's words: a number cast to a narrower integer is ``integer out of
+    range``, a text is ``value "…" is out of range for type integer`` (Arrow's own said
+    ``Value … too large to fit in C integer type``)."""
+    if pa.types.is_decimal(arrow):
+        return "numeric field overflow"
+    if pa.types.is_integer(arrow):
+        if isinstance(value, str):
+            return f'value "{value.strip()}" is out of range for type {type_name}'
+        return f"{type_name} out of range"
+    return f"value out of range for type {type_name}: {e}"
 
 
 def _first_bad(values: list[Any], arrow: pa.DataType) -> int:

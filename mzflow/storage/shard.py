@@ -103,7 +103,8 @@ class Shard:
 
     @writes
     def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None, *,
-               file_size: int = TARGET_FILE_SIZE) -> int:
+               file_size: int = TARGET_FILE_SIZE, extra: dict[str, str] | None = None) -> int:
+        """``extra``: more commit metadata (a landed file's facts: storage/landing.py)."""
         from deltalake import write_deltalake
 
         top = pc.max(data.column(ROWID)).as_py() if ROWID in data.column_names else None
@@ -111,7 +112,7 @@ class Shard:
         # the rows of a few keys reads the few files whose ranges hold them.
         write_deltalake(self._table(), partitions.with_keys(data, self.partitioned_by()),
                         mode="append", target_file_size=file_size,
-                        commit_properties=commit_props(ts, txn, top))
+                        commit_properties=commit_props(ts, txn, top, extra))
         return self.version()
 
     @writes

@@ -15,6 +15,7 @@ from mzflow.catalog.ddl.core import REFRESH_MODES, Notices, refresh_mode
 from mzflow.catalog.ddl.drops import drop
 from mzflow.catalog.ddl.indexes import create_index
 from mzflow.catalog.ddl.renames import rename
+from mzflow.catalog.ddl.schemas import create_schema
 from mzflow.catalog.ddl.settings import set_system
 from mzflow.catalog.ddl.sinks import create_sink
 from mzflow.catalog.ddl.tables import add_column, create_table
@@ -28,6 +29,7 @@ __all__ = [
     "comment",
     "create_cluster",
     "create_index",
+    "create_schema",
     "create_sink",
     "create_table",
     "create_view",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from mzflow.catalog import names
 from mzflow.catalog.ddl.core import KINDS, Notices
 from mzflow.catalog.store import Store
 from mzflow.errors import UnknownObject, Unsupported, WrongObjectType
@@ -12,19 +13,24 @@ from mzflow.errors import UnknownObject, Unsupported, WrongObjectType
 def comment(store: Store, stmt: exp.Comment) -> Notices:
     """COMMENT ON {TABLE|VIEW|MATERIALIZED VIEW|INDEX|SINK|COLUMN} … IS '…'."""
     kind = str(stmt.args.get("kind") or "").upper()
+    if kind == "VIEW" and stmt.args.get("materialized"):  # sqlglot keeps MATERIALIZED apart
+        kind = "MATERIALIZED VIEW"
     value = stmt.args.get("expression")
-    text = None if value is None or isinstance(value, exp.Null) else value.name
+    # An empty comment drops it, as NULL does (PostgreSQL's CreateComments).
+    text = None if value is None or isinstance(value, exp.Null) else value.name or None
     with store.write() as w:
         if kind == "COLUMN":
             column = stmt.this
-            item = w.snapshot.resolve(column.table)
-            names = [c.name for c in item.columns]
-            if column.name not in names:
+            item = names.resolve(w.snapshot, exp.Table(
+                this=column.args.get("table"), db=column.args.get("db"),
+                catalog=column.args.get("catalog")))
+            columns = [c.name for c in item.columns]
+            if column.name not in columns:
                 raise UnknownObject(f'column "{column.name}" of relation "{item.name}" '
                                     "does not exist")
-            w.set_comment(item.id, names.index(column.name) + 1, text)
+            w.set_comment(item.id, columns.index(column.name) + 1, text)
         elif kind in KINDS:
-            item = w.snapshot.resolve(stmt.this.name)
+            item = names.resolve(w.snapshot, stmt.this)
             if item.kind != KINDS[kind]:
                 raise WrongObjectType(f"{item.qualified_name} is not a {kind.lower()}")
             w.set_comment(item.id, 0, text)

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mzflow.catalog import names
 from mzflow.catalog.ddl.core import KINDS, Notices
 from mzflow.catalog.model import INDEX, KIND_WORDS, MATERIALIZED_VIEW, Item
 from mzflow.catalog.store import Store, Writer
-from mzflow.errors import DependentObjects, UnknownObject, WrongObjectType
+from mzflow.errors import (
+    DependentObjects,
+    UnknownDatabase,
+    UnknownObject,
+    UnknownSchema,
+    WrongObjectType,
+)
 from mzflow.sql import ast
 from mzflow.sql.parse import parse_one
 
@@ -25,12 +32,23 @@ def drop(store: Store, stmt: ast.DropObjects, on_dropped: Dropped | None = None)
             if kind_sql == "CLUSTER":
                 notices += _drop_cluster(w, target.name, bool(stmt.args.get("exists")), cascade)
                 continue
-            item = w.snapshot.find(target.name)
+            if kind_sql == "SCHEMA":
+                from mzflow.catalog.ddl.schemas import drop_schema
+
+                notices += drop_schema(w, target, bool(stmt.args.get("exists")), cascade)
+                continue
+            try:
+                item = names.find(w.snapshot, target)
+            except (UnknownSchema, UnknownDatabase):
+                if not stmt.args.get("exists"):
+                    raise
+                item = None
             if item is None:
                 if stmt.args.get("exists"):
-                    notices.append(f'{kind_sql.lower()} "{target.name}" does not exist, skipping')
+                    notices.append(f'{kind_sql.lower()} "{names.written(target)}" does not '
+                                   "exist, skipping")
                     continue
-                raise UnknownObject(f"unknown catalog item '{target.name}'")
+                raise UnknownObject(f"unknown catalog item '{names.written(target)}'")
             wanted = KINDS[kind_sql]
             if item.kind != wanted:
                 raise WrongObjectType(

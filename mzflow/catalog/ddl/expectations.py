@@ -117,7 +117,7 @@ def insert(w: Writer, snap: Snapshot, table: Item, node: ast.Expectation, ts: in
 
 def quarantine_of(snap: Snapshot, table: Item) -> Item | None:
     """The table's quarantine table, if an expectation made one."""
-    item = snap.find(quarantine_name(table.name))
+    item = snap.find(quarantine_name(table.name), table.schema)
     if item is None or item.kind != TABLE:
         return None
     names = {c.name for c in item.columns}
@@ -127,19 +127,20 @@ def quarantine_of(snap: Snapshot, table: Item) -> Item | None:
 def _ensure_quarantine(w: Writer, snap: Snapshot, table: Item, ts: int,
                        create_shard: CreateShard) -> Item | None:
     name = quarantine_name(table.name)
-    existing = snap.find(name)
+    existing = snap.find(name, table.schema)
     if existing is not None:
         if quarantine_of(snap, table) is not None:
             return None  # made by an earlier QUARANTINE expectation
         raise DuplicateObject(f'cannot create quarantine table "{name}": that name is taken',
                               hint="rename or drop it first")
-    check_new_name(snap, name)
+    check_new_name(snap, name, table.schema)
     # Every column nullable: a row fails an expectation precisely when it is not what
     # the table promises.
     columns = tuple(Column(c.name, c.type, True) for c in table.columns) + QUARANTINE_COLUMNS
-    item = new_item(w, name=name, kind=TABLE, columns=columns, created_ts=ts,
-                    retain_history_ms=None, partition_by=(),
-                    create_sql=normalize.create_table_sql(name, columns))
+    item = new_item(w, name=name, schema=table.schema, kind=TABLE, columns=columns,
+                    created_ts=ts, retain_history_ms=None, partition_by=(),
+                    create_sql=normalize.create_table_sql(name, columns,
+                                                          schema=table.schema))
     w.insert_item(item)
     create_shard(item, ts)
     return item

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mzflow.catalog import normalize
+from mzflow.catalog import names, normalize, refresh
 from mzflow.catalog.ddl.core import Notices, active_cluster, check_new_name, new_item, retention
 from mzflow.catalog.model import INDEX, RELATION_KINDS, TABLE, Cluster, IndexKey, Item
-from mzflow.catalog.store import Store, Writer
+from mzflow.catalog.store import Store, Writer, now_ms
 from mzflow.errors import UnknownObject, WrongObjectType
 from mzflow.sql import ast
 from mzflow.sql.ast import VersionedTable
@@ -19,31 +19,38 @@ def _index_name(w: Writer, on: Item, keys: list[IndexKey] | None, default: bool)
     else:
         base = "_".join([on.name] + [k.column or "expr" for k in keys] + ["idx"])
     # Names dropped earlier in this transaction (CREATE OR REPLACE) are free again.
-    freed = {d.name for d in w.dropped}
+    freed = {d.name for d in w.dropped if d.schema == on.schema}
     name, n = base, 0
-    while w.snapshot.find(name) is not None and name not in freed:
+    while w.snapshot.find(name, on.schema) is not None and name not in freed:
         n += 1
         name = f"{base}{n}"
     return name
 
 
 def insert_index(w: Writer, on: Item, cluster: Cluster, keys: list[IndexKey] | None,
-                 name: str | None, default: bool, retain: int | None = None) -> Item:
+                 name: str | None, default: bool, retain: int | None = None,
+                 policy: list[ast.Option] | None = None, created_ts: int | None = None
+                 ) -> Item:
+    """``policy``: the index's own REFRESH options, as catalog/refresh.py stores them;
+    ``created_ts``: the CREATE's time, for REFRESH AT CREATION."""
     if keys is None:
         # Default key: a known unique key, else all columns (no unique keys are known yet).
         keys = [IndexKey(column=c.name, expression=None) for c in on.columns]
     name = name or _index_name(w, on, keys, default)
-    target = normalize.qualified(on.name)
+    target = normalize.of_item(on)
     if on.kind == TABLE:
         # An index on a table is built on one version of it (Materialize's stored form).
         target = VersionedTable(**target.args, item_id=exp.to_identifier(on.id),
                                 pinned=exp.Literal.number(on.version))
     create_sql = normalize.sql(ast.CreateIndex(
         this=exp.to_identifier(name, quoted=True), on=target, keys=[_key(k) for k in keys],
-        cluster=exp.to_identifier(cluster.name, quoted=True)))
-    item = new_item(w, name=name, kind=INDEX, create_sql=create_sql, cluster_id=cluster.id,
+        cluster=exp.to_identifier(cluster.name, quoted=True), options=policy or None))
+    # An index lives in the schema of the relation it indexes (as in Materialize).
+    item = new_item(w, name=name, schema=on.schema, kind=INDEX, create_sql=create_sql,
+                    cluster_id=cluster.id,
                     on_id=on.id, keys=tuple(keys), depends_on=(on.id,),
-                    is_default_index=default, retain_history_ms=retain)
+                    is_default_index=default, retain_history_ms=retain,
+                    created_ts=created_ts)
     w.insert_item(item)
     return item
 
@@ -59,16 +66,19 @@ def _key(key: IndexKey) -> exp.Expr:
 
 def create_index(store: Store, stmt: ast.CreateIndex, session_cluster: str) -> Notices:
     name = stmt.this.name if stmt.this else None
-    retain = retention(stmt.args.get("options") or [])
+    options = stmt.args.get("options") or []
+    retain = retention(options, allow_policy=True)
+    # mzflow's: an index takes a materialized view's REFRESH options (catalog/refresh.py).
+    created = now_ms()
+    policy, stored = refresh.check(options, created)
     with store.write() as w:
         snap = w.snapshot
-        if name and snap.find(name) is not None:
+        rel = names.resolve(snap, stmt.args["on"])
+        if name and snap.find(name, rel.schema) is not None:
             if stmt.args.get("exists"):
                 return [f'index "{name}" already exists, skipping']
-            check_new_name(snap, name)
+            check_new_name(snap, name, rel.schema)
         cluster = active_cluster(snap, stmt.args.get("cluster"), session_cluster)
-        on_table = stmt.args["on"]
-        rel = snap.resolve(on_table.name)
         if rel.kind not in RELATION_KINDS:
             raise WrongObjectType(f"cannot create index on {rel.qualified_name}: it is a "
                                   f"{rel.kind_word}")
@@ -83,6 +93,9 @@ def create_index(store: Store, stmt: ast.CreateIndex, session_cluster: str) -> N
                     keys.append(IndexKey(column=key.name, expression=None))
                 else:
                     keys.append(IndexKey(column=None, expression=normalize.sql(key)))
-        insert_index(w, rel, cluster, keys=keys, name=name,
-                     default=bool(stmt.args.get("default")), retain=retain)
+        index = insert_index(w, rel, cluster, keys=keys, name=name,
+                             default=bool(stmt.args.get("default")), retain=retain,
+                             policy=stored, created_ts=None if policy.on_commit else created)
+        # (after the insert, to name the index; raising rolls the insert back)
+        refresh.check_cluster(snap, cluster.id, f"index {index.qualified_name}", policy)
     return []

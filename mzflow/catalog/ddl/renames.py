@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from mzflow.catalog import normalize
+from mzflow.catalog import names, normalize
 from mzflow.catalog.ddl.core import KINDS, Notices, check_new_name
-from mzflow.catalog.model import DATABASE, INDEX, KIND_WORDS, SCHEMA, Item
+from mzflow.catalog.model import DATABASE, INDEX, KIND_WORDS, Item
 from mzflow.catalog.store import Store
 from mzflow.errors import WrongObjectType
 from mzflow.sql import ast
@@ -25,13 +25,13 @@ def rename(store: Store, stmt: ast.RenameObject) -> Notices:
     kind_sql = stmt.args["kind"]
     new = stmt.args["to"].name
     with store.write() as w:
-        item = w.snapshot.resolve(stmt.this.name)
+        item = names.resolve(w.snapshot, stmt.this)
         wanted = KINDS[kind_sql]
         if item.kind != wanted:
             raise WrongObjectType(
                 f"{item.qualified_name} is not a {KIND_WORDS[wanted]}",
                 hint=f"Use ALTER {item.kind_word.upper()} to rename a {item.kind_word}.")
-        check_new_name(w.snapshot, new)
+        check_new_name(w.snapshot, new, item.schema)  # a rename keeps the schema
         # Only the item and what reads it directly can name it (stored SQL names the
         # relations a definition reads, never the ones those read in turn).
         for other in [item, *w.snapshot.dependents(item.id)]:
@@ -73,4 +73,5 @@ def _names(table: exp.Table, item: Item) -> bool:
         return table.args["item_id"].name == item.id
     # Stored SQL writes every catalog relation fully qualified; anything else (a CTE,
     # a system table) is not this item.
-    return (table.name == item.name and table.db == SCHEMA and table.catalog == DATABASE)
+    return (table.name == item.name and table.db == item.schema
+            and table.catalog == DATABASE)

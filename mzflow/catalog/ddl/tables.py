@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 from sqlglot import exp
 
-from mzflow.catalog import normalize
+from mzflow.catalog import names, normalize
 from mzflow.catalog.bind import type_name
-from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, retention
+from mzflow.catalog.ddl.core import Notices, check_new_name, new_item, new_name, retention
 from mzflow.catalog.hooks import WriteHook, check_of
 from mzflow.catalog.model import (
     PARTITION_KEY_PREFIX,
@@ -118,14 +118,16 @@ def create_table(store: Store, stmt: ast.CreateTable, create_shard: CreateShard,
                               hint="CONSTRAINT <name> EXPECT (<condition>) checks rows as "
                                    "they are written")
     with store.write() as w:
-        if w.snapshot.find(name) is not None:
+        in_schema, name = new_name(w.snapshot, schema.this)
+        if w.snapshot.find(name, in_schema) is not None:
             if stmt.args.get("exists"):
                 return [f"table \"{name}\" already exists, skipping"]
-            check_new_name(w.snapshot, name)
+            check_new_name(w.snapshot, name, in_schema)
         ts = w.allocate_ts()
-        item = new_item(w, name=name, kind=TABLE, columns=columns, created_ts=ts,
-                        retain_history_ms=retain, partition_by=partition_by,
-                        create_sql=normalize.create_table_sql(name, columns, partition_by))
+        item = new_item(w, name=name, schema=in_schema, kind=TABLE, columns=columns,
+                        created_ts=ts, retain_history_ms=retain, partition_by=partition_by,
+                        create_sql=normalize.create_table_sql(name, columns, partition_by,
+                                                              schema=in_schema))
         w.insert_item(item)
         if has_projections:
             assert check_projection is not None
@@ -157,7 +159,7 @@ def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notic
         raise Unsupported("ALTER TABLE supports only ADD COLUMN")
     col_def = actions[0]
     with store.write() as w:
-        item = w.snapshot.resolve(stmt.this.name)
+        item = names.resolve(w.snapshot, stmt.this)
         if item.kind != TABLE:
             raise WrongObjectType(f"{item.qualified_name} is not a table")
         if any(c.name.lower() == col_def.name.lower() for c in item.columns):
@@ -175,7 +177,7 @@ def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notic
         column = Column(column.name, column.type, True, version_added=version)
         ts = w.allocate_ts()
         create_sql = normalize.create_table_sql(item.name, item.columns + (column,),
-                                                item.partition_by)
+                                                item.partition_by, schema=item.schema)
         w.add_column(item, column, f"u{w.next_id('global')}", create_sql)
         add_to_shard(item, column, ts)
         # The table's quarantine gains the column too: the rows it will hold have it.
@@ -186,7 +188,8 @@ def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notic
             qcol = Column(column.name, column.type, True, version_added=quarantine.version + 1)
             w.add_column(quarantine, qcol, f"u{w.next_id('global')}",
                          normalize.create_table_sql(quarantine.name,
-                                                    quarantine.columns + (qcol,)))
+                                                    quarantine.columns + (qcol,),
+                                                    schema=quarantine.schema))
             add_to_shard(quarantine, qcol, ts)
         w.committed(ts)
     return []

@@ -28,6 +28,7 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
     assert isinstance(rewritten, exp.Query)
     query = rewritten
     series.to_spark(query, lambda e: e.sql(dialect="spark"))  # generate_series
+    _all_of_arrays(query)
     # Innermost first, so an outer rewrite copies already rewritten subqueries.
     for select in reversed(list(query.find_all(exp.Select))):
         on = select.args.get("distinct") and select.args["distinct"].args.get("on")
@@ -40,6 +41,28 @@ def to_spark_sql(query: exp.Query, views: Mapping[str, str]) -> str:
     return query.sql(dialect="spark")
 
 
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+
+
+def _all_of_arrays(query: exp.Expr) -> None:
+    """``x <op> ALL (array)`` as Spark's ``forall(array, e -> x <op> e)``, which is
+    three-valued as PostgreSQL's ALL is (NULL when no element is false and one compares
+    NULL). sqlglot writes ``= ANY (array)`` as ``exists`` already, but leaves ALL, which
+    Spark reads as a call of a function named ``all``. ALL of a subquery is planned
+    elsewhere (plan/subqueries.py)."""
+    for quantified in list(query.find_all(exp.All)):
+        comparison = quantified.parent
+        array = quantified.this.this if isinstance(quantified.this, exp.Paren) else (
+            quantified.this)
+        if not isinstance(comparison, _COMPARISONS) or comparison.expression is not (
+                quantified) or isinstance(array, exp.Query | exp.Subquery):
+            continue
+        element = exp.to_identifier("_mz_element")
+        test = type(comparison)(this=comparison.this.copy(), expression=exp.column(element))
+        comparison.replace(exp.Anonymous(this="FORALL", expressions=[
+            array.copy(), exp.Lambda(this=test, expressions=[element])]))
+
+
 def pg_semantics(tree: exp.Expr) -> exp.Expr:
     """Rewrite what Spark computes differently from PostgreSQL, reading the result types
     the binder set (``catalog/exprtypes.py``); deepest nodes first, so an outer rewrite
@@ -50,7 +73,9 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
       past 2**53; Spark's ``DIV`` divides integers exactly.
     - ``/`` on numerics and ``avg`` of integers or numerics are numeric with the scale
       the binder chose; Spark would give 6 decimal places (or a double for ``avg(int)``).
-    - ``round`` of a double rounds half to even (C's rint), as Spark's ``bround`` does.
+    - ``round`` of a double is C's rint, as Spark's ``rint`` (Java's Math.rint): half to
+      even, and a negative fraction rounds to -0 (``bround`` goes through a decimal and
+      loses the sign).
     - An explicit cast to ``varchar(n)`` cuts the text to ``n`` characters.
     - ``array_agg`` keeps NULLs and its ORDER BY (``aggregates.py``).
     - Casts, concatenation, substr, to_char and exp/ln/sqrt/power: ``pg_functions.py``.
@@ -68,7 +93,7 @@ def pg_semantics(tree: exp.Expr) -> exp.Expr:
         elif isinstance(node, exp.Round):
             new = node
             if node.args.get("decimals") is None and node.is_type(exp.DType.DOUBLE):
-                new = exp.Anonymous(this="BROUND", expressions=[node.this])
+                new = exp.Anonymous(this="RINT", expressions=[node.this])
         else:
             assert isinstance(node, exp.Avg)
             new = _average(node)

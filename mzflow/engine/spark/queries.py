@@ -45,7 +45,11 @@ def run(query: exp.Query, relations: Mapping[str, Relation],
     are cast to (see :func:`typed`)."""
     with registered(relations) as views:
         try:
-            rows = dataframe(query, views, types).collect()
+            df = dataframe(query, views, types)
+            if _loops_per_row(query, relations, df):
+                rows = _interruptibly(query, relations, types)
+            else:
+                rows = df.collect()
         except Exception as e:  # pyspark's errors all derive from Exception
             raise translate_error(e) from None
     if not rows:
@@ -56,11 +60,54 @@ def run(query: exp.Query, relations: Mapping[str, Relation],
     return list(zip(*columns, strict=True))
 
 
+# -- a cancel that stops a nested loop ------------------------------------------------------
+# A cancelled job's tasks stop only where they check for the interrupt: a scan's
+# iterator, once per input element. Spark's vectorized Parquet reader hands over 4,096
+# rows per element, and a nested-loop join's generated code loops over a batch's rows
+# times the other side within one element: a cancelled 3,000-row cross join of three
+# tables ran on for 90 s, holding a core; two such held both cores of this machine, and
+# every later query waited (make test's psql Ctrl-C test, CI). Reading row by row checks
+# the interrupt per row: such a query stops within a second. Where nothing loops per row,
+# batches are faster, so only plans with a nested loop read row by row, in a sibling
+# session of their own (the setting is the session's, and concurrent queries share one).
+_NESTED_LOOPS = ("BroadcastNestedLoopJoin", "CartesianProduct")
+_sibling: tuple[Any, Any] | None = None  # (the process's session, its row-reading sibling)
+
+
+def _loops_per_row(query: exp.Query, relations: Mapping[str, Relation], df: Any) -> bool:
+    # A join needs two references (a self-join reads one relation twice); most reads
+    # have one, and never ask Spark for their plan here.
+    tables = query.find_all(exp.Table)
+    if next(tables, None) is None or next(tables, None) is None or any(
+            r.frame is not None for r in relations.values()):
+        return False
+    jdf = getattr(df, "_jdf", None)  # None on Spark Connect: its server plans
+    if jdf is None or process().in_process() is None:
+        return False
+    plan = jdf.queryExecution().executedPlan().toString()
+    return any(op in plan for op in _NESTED_LOOPS)
+
+
+def _interruptibly(query: exp.Query, relations: Mapping[str, Relation],
+                   types: Sequence[str] | None) -> list[Any]:
+    global _sibling
+    spark = process().session()
+    if _sibling is None or _sibling[0] is not spark:
+        sibling = spark.newSession()
+        sibling.conf.set("spark.sql.parquet.enableVectorizedReader", "false")
+        _sibling = (spark, sibling)
+    sibling = _sibling[1]
+    with registered(relations, sibling) as views:
+        return dataframe(query, views, types, sibling).collect()
+
+
 @contextmanager
-def registered(relations: Mapping[str, Relation]) -> Iterator[dict[str, str]]:
-    """Register each relation as a uniquely named temp view; drop them afterwards."""
+def registered(relations: Mapping[str, Relation], spark: Any = None
+               ) -> Iterator[dict[str, str]]:
+    """Register each relation as a uniquely named temp view (in ``spark``, by default
+    the process's session); drop them afterwards."""
     runtime = process()
-    spark = runtime.session()
+    spark = spark or runtime.session()
     names: dict[str, str] = {}
 
     def drop() -> None:
@@ -94,8 +141,8 @@ def _register(spark: Any, rel: Relation, view: str) -> str:
 
 
 def dataframe(query: exp.Query, views: Mapping[str, str],
-              types: Sequence[str] | None = None) -> Any:
-    df = process().session().sql(to_spark_sql(query, views))
+              types: Sequence[str] | None = None, spark: Any = None) -> Any:
+    df = (spark or process().session()).sql(to_spark_sql(query, views))
     return typed(df, types) if types is not None else df
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mzflow import config
+from mzflow.engine.spark import tags
 
 if TYPE_CHECKING:
     from mzflow.engine.spark.failures import Memory
@@ -40,6 +41,10 @@ _SESSION_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
     "spark.sql.ansi.enabled": "true",
+    # Spark substitutes ${…} in a query's text before parsing it, string literals
+    # included: SELECT '${env:HOME}' answered the server's home folder (an environment
+    # variable read by anyone who can send a query).
+    "spark.sql.variable.substitute": "false",
 }
 
 # pyspark picks classic or Connect code for every function call (F.col, createDataFrame
@@ -164,7 +169,9 @@ class SparkRuntime:
         or the cluster server's inside ``using``."""
         endpoint = self._endpoint.get()
         if endpoint is not None and master is None:
-            return self._connected(*endpoint)
+            connected = self._connected(*endpoint)
+            tags.apply(connected)
+            return connected
         with self._lock:
             if self._session is not None and self._session is self._suspect:
                 self._suspect = None
@@ -181,7 +188,9 @@ class SparkRuntime:
                     self._session = self._start(master or self.master())
                 finally:
                     self._starting = False
-            return self._session
+            session = self._session
+        tags.apply(session)  # the statement's cancel (tags.py), in its thread
+        return session
 
     def in_process(self) -> Any:
         """The in-process session the block's work runs on; None inside ``using`` (a
@@ -191,7 +200,11 @@ class SparkRuntime:
     def live(self, spark: Any) -> bool:
         """Whether a block's cleanup can still reach ``spark``: not if the JVM died during
         the block (translate_error forgot it), whose state went with it."""
-        return spark is self._session or self._endpoint.get() is not None
+        if spark is self._session or self._endpoint.get() is not None:
+            return True
+        # A sibling session (queries._interruptibly) lives as long as the JVM it shares.
+        return self._session is not None and getattr(spark, "_sc", None) is getattr(
+            self._session, "_sc", False)
 
     def suspect(self, spark: Any) -> None:
         """``spark``'s JVM ran out of memory but still answered: the next session()

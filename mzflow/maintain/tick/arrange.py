@@ -174,6 +174,17 @@ class Lazy:
         return self.resolved().lookup(side, values, columns)
 
 
+def hydrate(inputs: dict[str, Input]) -> None:
+    """Bring every arrangement of ``inputs`` into being (memory, if it fits), after an
+    index's first tick, which builds its state from whole inputs and looks nothing up:
+    as Materialize hydrates an index's arrangements when it is created, so that its first
+    small tick does not pay for it (TPC-H Q3's, at SF 1: 2.4 s against 0.07 s)."""
+    for inp in inputs.values():
+        for a in inp.arranged.values():
+            if isinstance(a, Lazy):
+                a.resolved()
+
+
 # (installation, catalog version, cluster) → the stored columns its indexes' plans read,
 # per table they look keys up in: an arrangement in memory keeps them all, so the next
 # view's tick does not hydrate it again with more columns.

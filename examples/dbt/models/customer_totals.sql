@@ -1,0 +1,9 @@
+-- A materialized view, kept up to date in the analytics cluster, with an index on its key.
+{{ config(
+    materialized='materialized_view',
+    cluster='analytics',
+    indexes=[{'columns': ['customer_id']}]
+) }}
+select customer_id, count(*) as orders, sum(amount) as total
+from {{ ref('stg_orders') }}
+group by customer_id

@@ -1,0 +1,190 @@
+"""Landing folders: the files a ``COPY t FROM '<folder or glob>'`` loads, each once.
+
+A file is known by its identity: its absolute path, size and modification time (a
+changed file is a new file). Each loaded file's rows are one Delta commit of the
+table carrying an app transaction keyed by that identity and the file's facts in the
+commit metadata, so the load and its history row are one atomic commit: they cannot
+disagree, and a retried or killed COPY skips exactly the files whose commit exists.
+
+A file that fails leaves nothing in the table. Its failure is appended to a small
+JSON-lines log beside the table (``paths.copy_failures``): failures change no data, so
+the log is advisory, and losing a line to a crash only means the file is tried (and
+recorded) again by the next COPY.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import glob
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from mzflow.catalog.model import TABLE, Snapshot
+from mzflow.errors import InvalidOption
+from mzflow.storage import paths
+
+# The commit metadata of a loaded file's commit (storage/commits.py has the others).
+FILE_KEY = "mzflow.copy.file"  # JSON: path, size, mtime_ns, rows, bytes
+APP_PREFIX = "copy:"
+_GLOB_CHARS = "*?["
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    path: Path  # absolute
+    size: int
+    mtime_ns: int
+
+    @property
+    def identity(self) -> str:
+        """The app id of its commit: a changed file (size or mtime) is another file."""
+        raw = f"{self.path}\0{self.size}\0{self.mtime_ns}".encode()
+        return APP_PREFIX + hashlib.sha256(raw).hexdigest()[:32]
+
+    def metadata(self, rows: int) -> dict[str, str]:
+        return {FILE_KEY: json.dumps({"path": str(self.path), "size": self.size,
+                                      "mtime_ns": self.mtime_ns, "rows": rows})}
+
+
+def is_folder_form(target: str, pattern: str | None) -> bool:
+    """A folder, a glob, or any target with a PATTERN: the many-files COPY. An existing
+    file is the one-file COPY, even if its name has a glob's characters (``a[1].csv``)."""
+    if pattern is None and Path(target).is_file():
+        return False
+    return pattern is not None or Path(target).is_dir() or any(c in target for c in _GLOB_CHARS)
+
+
+def stat(path: Path) -> LandedFile:
+    st = path.stat()
+    return LandedFile(path, st.st_size, st.st_mtime_ns)
+
+
+def matching(target: str, pattern: str | None) -> list[LandedFile]:
+    """The files ``target`` (a folder: its files, recursively; else a glob) names whose
+    name relative to the folder matches ``pattern`` (a glob; every file when None),
+    sorted by path so that loads happen in a stable order."""
+    if Path(target).is_dir():
+        root = Path(target).resolve()
+        found = [p for p in root.rglob("*") if p.is_file()]
+        relative = {p: p.relative_to(root).as_posix() for p in found}
+    elif any(c in target for c in _GLOB_CHARS):
+        found = [Path(p).resolve() for p in glob.glob(target, recursive=True)]
+        found = [p for p in found if p.is_file()]
+        relative = {p: p.name for p in found}
+    else:
+        raise InvalidOption(f'COPY FROM "{target}": no such folder')
+    if pattern is not None:
+        found = [p for p in found if fnmatch.fnmatchcase(relative[p], pattern)
+                 or fnmatch.fnmatchcase(p.name, pattern)]
+    # Hidden and temporary files (a writer's partial ``.x.tmp``) are never loaded.
+    found = [p for p in found if not p.name.startswith(".")
+             and not any(part.startswith(".") for part in relative[p].split("/"))]
+    out = []
+    for p in sorted(found):
+        try:
+            out.append(stat(p))
+        except OSError:  # gone since listed: nothing to load
+            continue
+    return out
+
+
+# -- failures --------------------------------------------------------------------------
+
+
+def mark(warehouse: Path, table_id: str) -> None:
+    """Note that the table has files loaded by a landing-folder COPY (before its first
+    commit), so that only those tables' logs are read for ``mz_copy_history``."""
+    paths.copy_failures(warehouse, table_id).parent.mkdir(parents=True, exist_ok=True)
+
+
+def record_failure(warehouse: Path, table_id: str, f: LandedFile, error: str) -> None:
+    line = json.dumps({"path": str(f.path), "size": f.size, "mtime_ns": f.mtime_ns,
+                       "identity": f.identity, "error": error,
+                       "at_ms": int(time.time() * 1000)})
+    target = paths.copy_failures(warehouse, table_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target, "a", encoding="utf-8") as out:
+        out.write(line + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _failures(warehouse: Path, table_id: str) -> list[dict[str, Any]]:
+    try:
+        text = paths.copy_failures(warehouse, table_id).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:  # a line a crash cut short
+            continue
+    return out
+
+
+def failures_seen(warehouse: Path, table_id: str) -> set[tuple[str, str]]:
+    """(identity, error) of every failure recorded on the table."""
+    return {(fail["identity"], fail["error"]) for fail in _failures(warehouse, table_id)}
+
+
+# -- the history (mz_copy_history) -----------------------------------------------------
+
+def _time(ms: float) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def rows(snap: Snapshot, *, warehouse: Path) -> list[tuple[Any, ...]]:
+    """``mz_copy_history``: every table's files (catalog/system.py has its columns)."""
+    return [r for i in snap.items if i.kind == TABLE for r in history_rows(i.id, warehouse)]
+
+
+def _loads(warehouse: Path, table_id: str
+           ) -> list[tuple[dict[str, Any], LandedFile, dict[str, Any]]]:
+    """(log entry, file, its facts) of each file commit in the table's Delta log, oldest
+    first: a commit a killed writer left unrecorded in the catalog too, since its app
+    transaction is there."""
+    from mzflow.storage.commits import read_log
+    from mzflow.storage.delta import Shard
+
+    shard = Shard(paths.table(warehouse, table_id))
+    if not shard.exists():
+        return []
+    out = []
+    for e in reversed(read_log(shard._table())):
+        if FILE_KEY in e:
+            facts = json.loads(e[FILE_KEY])
+            out.append((e, LandedFile(Path(facts["path"]), int(facts["size"]),
+                                      int(facts["mtime_ns"])), facts))
+    return out
+
+
+def loaded(warehouse: Path, table_id: str) -> set[str]:
+    """The identities of the files loaded into the table: one read of its log, where
+    asking Delta for each file's app transaction costs a scan of its log per file. (Only
+    a filter: the commit itself asks Delta again, under the catalog's write lock.)"""
+    return {f.identity for _, f, _ in _loads(warehouse, table_id)}
+
+
+def history_rows(table_id: str, warehouse: Path) -> list[tuple[Any, ...]]:
+    """One row per file attempted on one table: its loads from the table's Delta log,
+    its failures from the failure log, oldest first."""
+    rows: list[tuple[Any, ...]] = []
+    if not paths.copy_failures(warehouse, table_id).parent.is_dir():
+        return rows  # no landing-folder COPY ever ran on it: its log need not be read
+    for e, f, facts in _loads(warehouse, table_id):
+        rows.append((table_id, str(f.path), f.identity, f.size, _time(f.mtime_ns / 1e6),
+                     int(facts["rows"]), f.size, "loaded", None, int(e["version"]),
+                     _time(float(e.get("timestamp") or 0))))
+    for fail in _failures(warehouse, table_id):
+        rows.append((table_id, fail["path"], fail["identity"], int(fail["size"]),
+                     _time(int(fail["mtime_ns"]) / 1e6), None, int(fail["size"]), "failed",
+                     fail["error"], None, _time(float(fail["at_ms"]))))
+    rows.sort(key=lambda r: r[-1])
+    return rows
