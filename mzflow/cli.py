@@ -470,6 +470,10 @@ def _airflow_init(folder: str | None) -> int:
 
     path, changed = install.write_dag_file(install.dags_folder(folder))
     print(f"{'wrote' if changed else 'up to date:'} {path}")
+    for copy in install.plugin_copies():
+        print(f"WARNING: remove {copy}: the installed package registers mzflow's plugin "
+              "itself, and Airflow drops the plugins after a name it loads twice "
+              "(OpenLineage's listener among them)", file=sys.stderr)
     return 0
 
 

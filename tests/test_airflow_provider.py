@@ -3,15 +3,15 @@
 In process: ``get_provider_info`` against Airflow's own schemas, the ``mzflow`` URI
 normalizer, ``mzflow airflow init``, and the lineage each operator reports, read from
 the catalog. Through a real Airflow 3 in child processes: its CLI finds the provider,
-the connection type and the plugin from pyproject's entry points alone (a dist-info
-made from this checkout's pyproject.toml goes first on PYTHONPATH, so the shared
-venv's install is left as it is), lists the clusters' DAGs after ``mzflow airflow
+the connection type and the plugin from pyproject's entry points alone (exactly one
+copy of them: see ``_python_path``), lists the clusters' DAGs after ``mzflow airflow
 init``, and ``dag.test()`` with the OpenLineage provider's file transport writes events
 that name the tables, the index and the columns.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import shutil
@@ -207,6 +207,20 @@ def test_init_writes_the_loader_once(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert capsys.readouterr().out.startswith("up to date: ")
 
 
+def test_init_warns_of_a_copied_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "other.py").write_text("x = 1\n")
+    monkeypatch.setenv("AIRFLOW__CORE__PLUGINS_FOLDER", str(plugins))
+    assert cli.main(["airflow", "init", "--dags-folder", str(tmp_path / "dags")]) == 0
+    assert capsys.readouterr().err == ""
+    shutil.copy(REPO / "plugins" / "mzflow_plugin.py", plugins)
+    assert cli.main(["airflow", "init", "--dags-folder", str(tmp_path / "dags")]) == 0
+    assert capsys.readouterr().err.startswith(
+        f"WARNING: remove {plugins / 'mzflow_plugin.py'}: the installed package registers")
+
+
 def test_init_finds_airflows_dags_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                          ) -> None:
     monkeypatch.setenv("AIRFLOW__CORE__DAGS_FOLDER", str(tmp_path / "af"))
@@ -269,27 +283,43 @@ def test_operators_report_their_lineage_after_execute(home: Path) -> None:
 
 # -- a real Airflow 3 -----------------------------------------------------------------------
 
-def _dist_info(root: Path) -> Path:
-    """This checkout's distribution metadata, entry points included, as pip would
-    write them: Airflow discovers providers and plugins through importlib.metadata."""
+def _python_path(root: Path) -> str:
+    """This checkout's packages for Airflow's processes, without the checkout's
+    ``mzflow.egg-info`` (``pip install -e`` leaves one there). Airflow 3.3 stops
+    registering plugins at the first name it meets twice (``__register_plugins`` in its
+    plugins_manager returns instead of continuing), so a second copy of mzflow's entry
+    points silently drops every plugin after it: OpenLineage's listener among them, which
+    is how CI's dag.test() wrote no task events. The checkout's own entry points (a
+    dist-info as pip would write it) are added only when the installed distribution
+    does not already declare them."""
+    src = root / "src"
+    src.mkdir(parents=True)
+    for package in ("mzflow", "mzflow_dev"):
+        (src / package).symlink_to(REPO / package, target_is_directory=True)
     project = PYPROJECT["project"]
-    d = root / f"{project['name']}-{project['version']}.dist-info"
-    d.mkdir(parents=True)
-    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
-                                f"Version: {project['version']}\n")
-    (d / "entry_points.txt").write_text("".join(
-        f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items())
-        for group, eps in project["entry-points"].items()))
-    return root
+    wanted = {(group, k, v) for group, eps in project["entry-points"].items()
+              for k, v in eps.items()}
+    site = [p for p in sys.path if Path(p).name == "site-packages"]
+    installed = {(ep.group, ep.name, ep.value)
+                 for d in importlib.metadata.distributions(name=project["name"], path=site)
+                 for ep in d.entry_points}
+    if not wanted <= installed:
+        d = src / f"{project['name']}-{project['version']}.dist-info"
+        d.mkdir()
+        (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\n"
+                                    f"Version: {project['version']}\n")
+        (d / "entry_points.txt").write_text("".join(
+            f"[{group}]\n" + "".join(f"{k} = {v}\n" for k, v in eps.items())
+            for group, eps in project["entry-points"].items()))
+    return str(src)
 
 
 @pytest.fixture(scope="module")
 def af_env(home: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("af")
     af = tmp / "airflow"
-    dist = _dist_info(tmp / "dist")
     env = airflow_env({**os.environ, "MZFLOW_HOME": str(home),
-                       "PYTHONPATH": os.pathsep.join([str(dist), str(REPO)])}, af)
+                       "PYTHONPATH": _python_path(tmp)}, af)
     subprocess.run([AIRFLOW, "db", "migrate"], check=True, capture_output=True, timeout=300,
                    env=env)
     return env
@@ -355,8 +385,10 @@ def test_openlineage_events_name_tables_index_and_columns(
         ns = f"mzflow://{conn.store.snapshot().installation_id}"
     events = tmp_path / "ol.json"
     loader = install.write_dag_file(tmp_path / "dags")[0]
-    env = {**af_env, "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
-        {"type": "file", "log_file_path": str(events), "append": True})}
+    # dag.test() syncs its DAG from the DAGs folder (Airflow 3.3) before it runs it.
+    env = {**af_env, "AIRFLOW__CORE__DAGS_FOLDER": str(loader.parent),
+           "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+               {"type": "file", "log_file_path": str(events), "append": True})}
     proc = subprocess.run([sys.executable, "-c", _SCENARIO, str(loader)], capture_output=True,
                           text=True, env=env, timeout=600, cwd=tmp_path)
     log = proc.stdout + proc.stderr
@@ -366,7 +398,8 @@ def test_openlineage_events_name_tables_index_and_columns(
         "totals": "success", "big_idx": "success"}, log[-6000:]
     done = {e["job"]["name"]: e for line in events.read_text().splitlines()
             if (e := json.loads(line))["eventType"] == "COMPLETE" and e.get("outputs")}
-    assert set(done) == {"mzflow_etl.totals", "mzflow_etl.big_idx"}
+    assert set(done) == {"mzflow_etl.totals", "mzflow_etl.big_idx"}, (
+        events.read_text()[-3000:], log[-6000:])
     for job, index in (("mzflow_etl.totals", "totals_primary_idx"),
                        ("mzflow_etl.big_idx", "big_idx")):
         e = done[job]

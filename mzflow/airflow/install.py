@@ -43,3 +43,21 @@ def write_dag_file(folder: Path) -> tuple[Path, bool]:
         return path, False
     path.write_text(DAG_FILE)
     return path, True
+
+
+def plugin_copies(folder: str | None = None) -> list[Path]:
+    """Copies of mzflow's plugin in Airflow's plugins folder (the by-hand install
+    before the entry point). With the package installed, Airflow loads the plugin twice,
+    and Airflow 3.3 stops registering entry-point plugins at the first name it meets
+    twice: every plugin after it (OpenLineage's listener among them) is silently dropped."""
+    if folder is None:
+        folder = os.environ.get("AIRFLOW__CORE__PLUGINS_FOLDER")
+    if folder is None:
+        from airflow.configuration import conf
+
+        folder = conf.get("core", "plugins_folder")
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.rglob("*.py")
+                  if "mzflow.airflow.plugin" in p.read_text(errors="replace"))
