@@ -94,7 +94,14 @@ def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = N
     (Airflow's ``mzflow_spark`` connection)."""
     data = _files()
     env_home = os.environ.get("MZFLOW_HOME")
-    resolved_home = Path(home or env_home or str(data["home"])).expanduser().resolve()
+    given_home = str(home or env_home or str(data["home"]))
+    if "://" in given_home:
+        # Path() would make "s3://b/h" a local folder named "s3:" under the cwd.
+        raise InvalidOption(f'mzflow\'s home must be a local or shared-disk path, not '
+                            f'"{given_home}"', hint="the warehouse cannot be in object storage "
+                            "yet: docs/object-storage.md; landing folders can (COPY FROM "
+                            "'s3://…')")
+    resolved_home = Path(given_home).expanduser().resolve()
     url = catalog_url or os.environ.get("MZFLOW_CATALOG_URL") or str(data.get("catalog_url") or "")
     if not url:
         url = f"sqlite:///{resolved_home / 'catalog.db'}"

@@ -286,11 +286,11 @@ def test_a_file_changed_or_gone_while_read_fails_alone(
     changed = write(land / "c.csv", "csv", [(3, "z")])
     original = file_reading.read_file
 
-    def read(path: Path, *a: object, **k: object) -> pa.Table:
+    def read(path: str, *a: object, **k: object) -> pa.Table:
         out = original(path, *a, **k)  # type: ignore[arg-type]
-        if path == gone:
+        if Path(path) == gone:
             gone.unlink()
-        elif path == changed:  # another writer appends a row after the read
+        elif Path(path) == changed:  # another writer appends a row after the read
             with open(changed, "a") as f:
                 f.write("4,late\n")
         return out

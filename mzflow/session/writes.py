@@ -300,7 +300,7 @@ class TableWrites:
             # Each file is keyed by its own identity: the statement's key adds nothing.
             return copy_folder(self, stmt.this, files[0].this, options)
         del options["pattern"]
-        path = Path(files[0].this)
+        path = files[0].this  # a local path or an s3:// URL (storage/objects.py)
 
         def produce(w: Writer, item: Item, shard: Shard, check: Check
                     ) -> Produced:

@@ -1,4 +1,5 @@
 """Landing folders: the files a ``COPY t FROM '<folder or glob>'`` loads, each once.
+The folder may be local or in S3-compatible object storage (storage/objects.py).
 
 A file is known by its identity: its absolute path, size and modification time (a
 changed file is a new file). Each loaded file's rows are one Delta commit of the
@@ -27,7 +28,7 @@ from typing import Any
 
 from mzflow.catalog.model import TABLE, Snapshot
 from mzflow.errors import InvalidOption
-from mzflow.storage import paths
+from mzflow.storage import objects, paths
 
 # The commit metadata of a loaded file's commit (storage/commits.py has the others).
 FILE_KEY = "mzflow.copy.file"  # JSON: path, size, mtime_ns, rows, bytes
@@ -37,7 +38,7 @@ _GLOB_CHARS = "*?["
 
 @dataclass(frozen=True)
 class LandedFile:
-    path: Path  # absolute
+    path: str  # an absolute local path, or s3://bucket/key (storage/objects.py)
     size: int
     mtime_ns: int
 
@@ -48,45 +49,71 @@ class LandedFile:
         return APP_PREFIX + hashlib.sha256(raw).hexdigest()[:32]
 
     def metadata(self, rows: int) -> dict[str, str]:
-        return {FILE_KEY: json.dumps({"path": str(self.path), "size": self.size,
+        return {FILE_KEY: json.dumps({"path": self.path, "size": self.size,
                                       "mtime_ns": self.mtime_ns, "rows": rows})}
+
+
+def _globbed(target: str) -> bool:
+    return any(c in target for c in _GLOB_CHARS)
 
 
 def is_folder_form(target: str, pattern: str | None) -> bool:
     """A folder, a glob, or any target with a PATTERN: the many-files COPY. An existing
     file is the one-file COPY, even if its name has a glob's characters (``a[1].csv``)."""
+    if objects.is_remote(target):
+        kind = objects.kind_of(target)
+        return pattern is not None or kind == "dir" or (kind == "missing" and _globbed(target))
     if pattern is None and Path(target).is_file():
         return False
-    return pattern is not None or Path(target).is_dir() or any(c in target for c in _GLOB_CHARS)
+    return pattern is not None or Path(target).is_dir() or _globbed(target)
 
 
-def stat(path: Path) -> LandedFile:
-    st = path.stat()
-    return LandedFile(path, st.st_size, st.st_mtime_ns)
+def stat(path: str) -> LandedFile:
+    """The file as it is now; OSError if it is gone."""
+    e = objects.stat(path)
+    return LandedFile(e.location, e.size, e.mtime_ns)
+
+
+def _local(target: str) -> list[tuple[str, str]]:
+    """(absolute path, name relative to the folder) of the files ``target`` names."""
+    if Path(target).is_dir():
+        root = Path(target).resolve()
+        return [(str(p), p.relative_to(root).as_posix()) for p in root.rglob("*") if p.is_file()]
+    if _globbed(target):
+        found = [Path(p).resolve() for p in glob.glob(target, recursive=True)]
+        return [(str(p), p.name) for p in found if p.is_file()]
+    raise InvalidOption(f'COPY FROM "{target}": no such folder')
+
+
+def _remote(target: str) -> list[tuple[str, str]]:
+    """As ``_local``, in object storage: a glob lists the folder before its first glob
+    character and matches each key against the whole glob (``*`` may cross ``/``)."""
+    if not _globbed(target):
+        if objects.kind_of(target) != "dir":
+            raise InvalidOption(f'COPY FROM "{target}": no such folder')
+        return [(e.location, rel) for e, rel in objects.listing(target)]
+    head = target[:min(target.index(c) for c in _GLOB_CHARS if c in target)]
+    folder = head.rpartition("/")[0]
+    if "://" not in folder or not folder.split("://", 1)[1]:
+        raise InvalidOption(f'COPY FROM "{target}": a glob needs a bucket before it')
+    return [(e.location, e.location.rpartition("/")[2]) for e, _ in objects.listing(folder)
+            if fnmatch.fnmatchcase(e.location, target)]
 
 
 def matching(target: str, pattern: str | None) -> list[LandedFile]:
     """The files ``target`` (a folder: its files, recursively; else a glob) names whose
     name relative to the folder matches ``pattern`` (a glob; every file when None),
     sorted by path so that loads happen in a stable order."""
-    if Path(target).is_dir():
-        root = Path(target).resolve()
-        found = [p for p in root.rglob("*") if p.is_file()]
-        relative = {p: p.relative_to(root).as_posix() for p in found}
-    elif any(c in target for c in _GLOB_CHARS):
-        found = [Path(p).resolve() for p in glob.glob(target, recursive=True)]
-        found = [p for p in found if p.is_file()]
-        relative = {p: p.name for p in found}
-    else:
-        raise InvalidOption(f'COPY FROM "{target}": no such folder')
+    found = _remote(target) if objects.is_remote(target) else _local(target)
     if pattern is not None:
-        found = [p for p in found if fnmatch.fnmatchcase(relative[p], pattern)
-                 or fnmatch.fnmatchcase(p.name, pattern)]
+        found = [(p, rel) for p, rel in found if fnmatch.fnmatchcase(rel, pattern)
+                 or fnmatch.fnmatchcase(rel.rpartition("/")[2], pattern)]
     # Hidden and temporary files (a writer's partial ``.x.tmp``) are never loaded.
-    found = [p for p in found if not p.name.startswith(".")
-             and not any(part.startswith(".") for part in relative[p].split("/"))]
+    found = [(p, rel) for p, rel in found
+             if not any(part.startswith(".") for part in rel.split("/"))
+             and not p.rpartition("/")[2].startswith(".")]
     out = []
-    for p in sorted(found):
+    for p, _ in sorted(found):
         try:
             out.append(stat(p))
         except OSError:  # gone since listed: nothing to load
@@ -104,7 +131,7 @@ def mark(warehouse: Path, table_id: str) -> None:
 
 
 def record_failure(warehouse: Path, table_id: str, f: LandedFile, error: str) -> None:
-    line = json.dumps({"path": str(f.path), "size": f.size, "mtime_ns": f.mtime_ns,
+    line = json.dumps({"path": f.path, "size": f.size, "mtime_ns": f.mtime_ns,
                        "identity": f.identity, "error": error,
                        "at_ms": int(time.time() * 1000)})
     target = paths.copy_failures(warehouse, table_id)
@@ -160,7 +187,7 @@ def _loads(warehouse: Path, table_id: str
     for e in reversed(read_log(shard._table())):
         if FILE_KEY in e:
             facts = json.loads(e[FILE_KEY])
-            out.append((e, LandedFile(Path(facts["path"]), int(facts["size"]),
+            out.append((e, LandedFile(str(facts["path"]), int(facts["size"]),
                                       int(facts["mtime_ns"])), facts))
     return out
 
@@ -179,7 +206,7 @@ def history_rows(table_id: str, warehouse: Path) -> list[tuple[Any, ...]]:
     if not paths.copy_failures(warehouse, table_id).parent.is_dir():
         return rows  # no landing-folder COPY ever ran on it: its log need not be read
     for e, f, facts in _loads(warehouse, table_id):
-        rows.append((table_id, str(f.path), f.identity, f.size, _time(f.mtime_ns / 1e6),
+        rows.append((table_id, f.path, f.identity, f.size, _time(f.mtime_ns / 1e6),
                      int(facts["rows"]), f.size, "loaded", None, int(e["version"]),
                      _time(float(e.get("timestamp") or 0))))
     for fail in _failures(warehouse, table_id):
