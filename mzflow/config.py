@@ -229,6 +229,11 @@ class Tuning:
         "A SELECT whose user tables hold at most this many rows together (their Delta "
         "logs' counts) is answered in process when it can be exactly, else on Spark; "
         "0: always Spark.")})
+    copy_batch_files: int = field(default=1000, metadata={"doc": (
+        "A landing-folder COPY commits up to this many files as one Delta commit (each "
+        "file still loads exactly once; a table with expectations loads file by file).")})
+    copy_batch_bytes: int = field(default=256 * 1024 * 1024, metadata={"doc": (
+        "... and up to this many bytes of files (the batch is read into memory first).")})
     plan_cache: int = field(default=256, metadata={"doc": (
         "Change plans kept per process (planning a definition costs ~0.15 s).")})
     topk_margin: int = field(default=100, metadata={"doc": (

@@ -215,3 +215,10 @@ class QueryCanceled(Error):
     """A statement stopped by the client (pgwire's CancelRequest)."""
 
     code = "57014"  # query_canceled
+
+
+class SerializationFailure(Error):
+    """A statement that read before the catalog's lock and found its table changed when
+    it took it (a landing-folder COPY's batch): running it again succeeds."""
+
+    code = "40001"  # serialization_failure

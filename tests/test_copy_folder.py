@@ -84,10 +84,27 @@ def test_folder_loads_each_file_once(conn: mzflow.Connection, tmp_path: Path, fm
     got = history(conn)
     assert [(p, n, b, s, e) for p, n, b, s, e, _ in got] == [
         (str(f), per_file[str(f)], f.stat().st_size, "loaded", None) for f in files]
-    assert sorted(v for *_, v in got) == [1, 2, 3]  # each file its own table version
+    assert [v for *_, v in got] == [1, 1, 1]  # one batch: one commit, one table version
     again = conn.execute(copy)
     assert again.status == "COPY 0"
     assert table_rows(conn) == want and len(history(conn)) == len(files)
+
+
+def test_batches_are_bounded_by_files_and_bytes(conn: mzflow.Connection,
+                                               tmp_path: Path) -> None:
+    files = landing(tmp_path, "csv", 5)
+    conn.execute("ALTER SYSTEM SET copy_batch_files = 2")
+    assert conn.execute(f"COPY t FROM '{tmp_path / 'land'}'").status == (
+        f"COPY {len(oracle(files, 'csv'))}")
+    assert [v for *_, v in history(conn)] == [1, 1, 2, 2, 3]
+    more = [write(tmp_path / "land" / f"z{i}.csv", "csv", [(1000 + i, "z" * 40)])
+            for i in range(3)]
+    conn.execute("ALTER SYSTEM SET copy_batch_files = 1000")
+    # Two files' bytes in a batch at most: a file past the bound starts the next one.
+    conn.execute(f"ALTER SYSTEM SET copy_batch_bytes = {2 * more[0].stat().st_size}")
+    conn.execute(f"COPY t FROM '{tmp_path / 'land'}'")
+    assert [v for *_, v in history(conn)][5:] == [4, 4, 5]
+    assert table_rows(conn) == oracle(files + more, "csv")
 
 
 def test_glob_new_and_changed_files(conn: mzflow.Connection, tmp_path: Path) -> None:
@@ -238,7 +255,7 @@ def exit_after(owner, name):  # owner.name runs, then the process dies after `af
 
 exit_after(*{
     "after_commit": (shard.Shard, "append"),  # the file's Delta commit made, not the catalog's
-    "between_files": (copy_folder, "_load"),  # a file fully committed, the next not begun
+    "between_files": (copy_folder, "_load_batch"),  # a batch committed, the next not begun
     "mid_file": (files, "read_file"),  # the file read, nothing committed
 }[point])
 
@@ -247,23 +264,29 @@ mzflow.connect(home).execute(f"COPY t FROM '{land}' WITH (FORMAT parquet)")
 """
 
 
+# part0..3 hold 2, 3, 4 and 5 rows; the child dies at the second call of the point.
+# Batches of one file: mid-file, the second file is read and nothing of it committed;
+# after its Delta commit, its rows are there but not yet visible (the catalog never
+# recorded the commit; the next write adopts it) and the rerun must not load them
+# again; between batches, both first files are in. Batches of four: killed reading the
+# second file, nothing is in; batches of two: the second batch's Delta commit is made,
+# not the catalog's, and the rerun adopts it and loads nothing again.
+KILLS = [("mid_file", 1, 2, 12), ("after_commit", 1, 2, 9), ("between_files", 1, 5, 9),
+         ("mid_file", 4, 0, 14), ("after_commit", 2, 5, 0)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["mid_file", "after_commit", "between_files"])
-def test_killed_copy_loads_each_file_once(tmp_path: Path, point: str) -> None:
+@pytest.mark.parametrize(("point", "batch", "visible", "reloaded"), KILLS)
+def test_killed_copy_loads_each_file_once(tmp_path: Path, point: str, batch: int,
+                                          visible: int, reloaded: int) -> None:
     home = str(tmp_path / "home")
     files = landing(tmp_path, "parquet", 4)
     with mzflow.connect(home) as c:
-        c.execute("CREATE TABLE t (a int, b text)")
+        c.execute(f"CREATE TABLE t (a int, b text); ALTER SYSTEM SET copy_batch_files = {batch}")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     done = subprocess.run([sys.executable, "-c", CHILD, point, home, str(tmp_path / "land"),
                            "1"], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 9, done.stderr
-    # part0..3 hold 2, 3, 4 and 5 rows. Killed at the second file: mid-file, nothing of
-    # it is committed; after its Delta commit, its rows are there but not yet visible
-    # (the catalog never recorded the commit; the next write adopts it) and the rerun
-    # must not load them again; between files, both first files are in.
-    visible, reloaded = {"mid_file": (2, 12), "after_commit": (2, 9),
-                         "between_files": (5, 9)}[point]
     with mzflow.connect(home) as c:
         assert len(table_rows(c)) == visible
         r = c.execute(f"COPY t FROM '{tmp_path / 'land'}' WITH (FORMAT parquet)")

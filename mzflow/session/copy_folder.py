@@ -17,19 +17,24 @@ them again. Its tag counts the rows loaded.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from sqlglot import exp
 
+from mzflow import config
 from mzflow.catalog.model import Item
 from mzflow.catalog.store import Writer
-from mzflow.errors import Error
+from mzflow.errors import Error, SerializationFailure
 from mzflow.session import writes as w_mod
 from mzflow.session.writes import Check, Produced, TableWrites, WriteResult
-from mzflow.storage import files, landing
+from mzflow.storage import files, landing, objects
 from mzflow.storage.delta import Shard
 from mzflow.storage.files import BadFile
+from mzflow.storage.rows import Target
 
 log = logging.getLogger("mzflow.copy")
 
@@ -45,40 +50,163 @@ def copy_folder(writes: TableWrites, name: exp.Table, target: str,
     pattern = options.pop("pattern", None)
     snap = writes.store.snapshot()
     item = w_mod._table(snap, name)
-    loaded = failed = rows = 0
-    notices: list[str] = []
+    tune = config.tuning(snap.settings)
+    stats = _Stats()
     # A failed file is tried again by every COPY (it may have been unreadable for a
     # while); its failure is recorded once per identity and error.
     known_bad = landing.failures_seen(writes.warehouse, item.id)
     landing.mark(writes.warehouse, item.id)
     done = landing.loaded(writes.warehouse, item.id)
     shard = Shard.shared(w_mod.shard_of(writes.warehouse, item).path)
-    for f in landing.matching(target, pattern):
-        if f.identity in done:
-            continue  # loaded by an earlier COPY
+    new = [f for f in landing.matching(target, pattern) if f.identity not in done]
+    # Files commit together in batches: a commit costs tens of milliseconds, a small
+    # file's rows far less. Expectations judge one write's rows at a time (quality/
+    # write.py keeps one result per write), so a table that has any loads file by file.
+    per_file = bool(snap.expectations_on(item.id))
+    for batch in _batches(new, 1 if per_file else tune.copy_batch_files,
+                          tune.copy_batch_bytes):
+        if per_file:
+            f = batch[0]
+            try:
+                result = _load(writes, name, f, options, shard)
+            except Error as e:
+                _failed(writes, item, f, e, known_bad, stats)
+                continue
+            if result.version is not None:  # else a concurrent COPY committed it first
+                stats.loaded += 1
+                stats.rows += result.rows
+                stats.notices.extend(f'file "{f.path}": {n}' for n in result.notices)
+        else:
+            _load_batch(writes, name, item, batch, options, shard, known_bad, stats)
+    # Files a writer killed after its Delta commit loaded are in the log, so they were
+    # skipped, but not yet visible (the catalog never recorded that commit): make them
+    # visible now, as the table's next write would, or COPY would say they are loaded
+    # while SELECT does not show them.
+    newest = shard.history()
+    if newest and newest[-1][1] > writes.store.snapshot().read_ts:
+        writes.store.advance_read_ts(newest[-1][1])
+    if stats.failed:
+        stats.notices.append(f"{stats.failed} of {stats.loaded + stats.failed} new files "
+                             "failed to load; SELECT * FROM mz_internal.mz_copy_history "
+                             "shows why")
+    return WriteResult(f"COPY {stats.rows}", stats.rows, None, None, tuple(stats.notices))
+
+
+@dataclass
+class _Stats:
+    loaded: int = 0
+    failed: int = 0
+    rows: int = 0
+    notices: list[str] = field(default_factory=list)
+
+
+def _batches(files: list[landing.LandedFile], most: int, most_bytes: int
+             ) -> Iterator[list[landing.LandedFile]]:
+    """Runs of files in path order, each at most ``most`` files and, past its first
+    file, ``most_bytes`` bytes of files."""
+    batch: list[landing.LandedFile] = []
+    size = 0
+    for f in files:
+        if batch and (len(batch) >= max(1, most) or size + f.size > most_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append(f)
+        size += f.size
+    if batch:
+        yield batch
+
+
+def _failed(writes: TableWrites, item: Item, f: landing.LandedFile, e: Error,
+            known_bad: set[tuple[str, str]], stats: _Stats) -> None:
+    """Record a file's own fault (its contents); anything else stops the statement."""
+    if not e.code.startswith(_FILE_FAULTS):
+        raise e
+    stats.failed += 1
+    # The detail names the row and column of a bad value: keep it with the file.
+    text = e.message if not e.detail else f"{e.message} ({e.detail})"
+    if (f.identity, text) not in known_bad:
+        landing.record_failure(writes.warehouse, item.id, f, text)
+    stats.notices.append(text if f.path in text else f'could not load file "{f.path}": {text}')
+    log.info("COPY %s: %s failed: %s", item.qualified_name, f.path, text)
+
+
+def _read(f: landing.LandedFile, targets: list[Target], options: dict[str, Any]) -> pa.Table:
+    """The file's rows in the table's types; BadFile if it changed or went meanwhile."""
+    data = files.read_file(f.path, targets, **options)
+    try:
+        now = landing.stat(f.path)
+    except OSError:
+        raise BadFile(f'file "{f.path}" disappeared while it was read') from None
+    if now != f:  # rows of another version of the file: load that one next time
+        raise BadFile(f'file "{f.path}" changed while it was read')
+    return data
+
+
+# Objects are read this many at a time: each read waits on the network (requests of
+# milliseconds), where a local file's read is CPU (Arrow's readers use the cores).
+_REMOTE_READERS = 8
+
+
+def _read_all(batch: list[landing.LandedFile], targets: list[Target],
+              options: dict[str, Any]) -> list[pa.Table | Error]:
+    """Each file's rows, or its error, in the batch's order."""
+    def one(f: landing.LandedFile) -> pa.Table | Error:
         try:
-            result = _load(writes, name, f, options, shard)
+            return _read(f, targets, options)
         except Error as e:
-            if not e.code.startswith(_FILE_FAULTS):
-                raise
-            failed += 1
-            # The detail names the row and column of a bad value: keep it with the file.
-            text = e.message if not e.detail else f"{e.message} ({e.detail})"
-            if (f.identity, text) not in known_bad:
-                landing.record_failure(writes.warehouse, item.id, f, text)
-            notices.append(text if str(f.path) in text
-                           else f'could not load file "{f.path}": {text}')
-            log.info("COPY %s: %s failed: %s", item.qualified_name, f.path, text)
-            continue
-        if result.version is None:  # a concurrent COPY committed it first
-            continue
-        loaded += 1
-        rows += result.rows
-        notices.extend(f'file "{f.path}": {n}' for n in result.notices)
-    if failed:
-        notices.append(f"{failed} of {loaded + failed} new files failed to load; "
-                       "SELECT * FROM mz_internal.mz_copy_history shows why")
-    return WriteResult(f"COPY {rows}", rows, None, None, tuple(notices))
+            return e
+
+    if len(batch) == 1 or not objects.is_remote(batch[0].path):
+        return [one(f) for f in batch]
+    with ThreadPoolExecutor(_REMOTE_READERS, thread_name_prefix="mzflow-copy") as pool:
+        return list(pool.map(one, batch))
+
+
+def _load_batch(writes: TableWrites, name: exp.Table, item: Item,
+                batch: list[landing.LandedFile], options: dict[str, Any], opened: Shard,
+                known_bad: set[tuple[str, str]], stats: _Stats) -> None:
+    """Read each file of ``batch`` (a bad one fails alone), then commit the good ones as
+    one Delta commit that records each file's identity. Files are read before the
+    catalog's write lock is taken: other writers do not wait on parsing."""
+    targets = w_mod.targets_of(item)
+    read: list[tuple[landing.LandedFile, pa.Table]] = []
+    for f, got in zip(batch, _read_all(batch, targets, options), strict=True):
+        if isinstance(got, Error):
+            _failed(writes, item, f, got, known_bad, stats)
+        else:
+            read.append((f, got))
+    if not read:
+        return
+    key = landing.batch_key([f for f, _ in read])
+    committed: list[tuple[landing.LandedFile, int]] = []
+
+    def produce(w: Writer, now: Item, shard: Shard, check: Check) -> Produced:
+        if w_mod.targets_of(now) != targets:
+            raise SerializationFailure(
+                f"{now.qualified_name} changed while COPY read its files",
+                hint="run the COPY again: the files not yet loaded load then")
+        # Under the lock, the files a concurrent COPY committed meanwhile drop out.
+        done = landing.loaded(writes.warehouse, now.id)
+        fresh = [(f, d) for f, d in read if f.identity not in done]
+        committed[:] = [(f, d.num_rows) for f, d in fresh]
+        data = (pa.concat_tables([d for _, d in fresh]) if fresh
+                else read[0][1].schema.empty_table())
+        data = w_mod._with_rowids(w, shard, check(w, now, data))
+        meta = landing.batch_metadata(committed)
+        txns = [(f.identity, 1) for f, _ in fresh]
+
+        def apply(ts: int, data: pa.Table = data) -> int:
+            return shard.append(data, ts, key, file_size=w_mod._file_size(w), extra=meta,
+                                more_txns=txns)
+
+        return data.num_rows, apply, data
+
+    result = writes._commit(name, key, "COPY", produce, opened)
+    if result.version is None:  # the whole batch was committed by a concurrent COPY
+        return
+    stats.loaded += len(committed)
+    stats.rows += result.rows
+    stats.notices.extend(result.notices)
 
 
 def _load(writes: TableWrites, name: exp.Table, f: landing.LandedFile,
@@ -86,14 +214,8 @@ def _load(writes: TableWrites, name: exp.Table, f: landing.LandedFile,
     key = (f.identity, 1)
 
     def produce(w: Writer, item: Item, shard: Shard, check: Check) -> Produced:
-        data = files.read_file(f.path, w_mod.targets_of(item), **options)
-        try:
-            now = landing.stat(f.path)
-        except OSError:
-            raise BadFile(f'file "{f.path}" disappeared while it was read') from None
-        if now != f:  # rows of another version of the file: load that one next time
-            raise BadFile(f'file "{f.path}" changed while it was read')
-        data = w_mod._with_rowids(w, shard, check(w, item, data))
+        data = w_mod._with_rowids(w, shard, check(w, item, _read(f, w_mod.targets_of(item),
+                                                                  options)))
         meta = f.metadata(data.num_rows)
 
         def apply(ts: int, data: pa.Table = data) -> int:

@@ -7,6 +7,7 @@ is part of the table and survives restarts.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,15 +85,19 @@ def rows_changed(entry: dict[str, Any]) -> int:
 
 
 def commit_props(ts: int, txn: tuple[str, int] | None, max_rowid: int | None = None,
-                 extra: dict[str, str] | None = None) -> Any:
+                 extra: dict[str, str] | None = None,
+                 more_txns: Sequence[tuple[str, int]] = ()) -> Any:
+    """``more_txns``: further app transactions the same commit records (a landing
+    folder's batch: each file's identity, storage/landing.py)."""
     from deltalake import CommitProperties, Transaction
 
     metadata = {TS_KEY: str(ts), **(extra or {})}
     if max_rowid is not None:
         metadata[MAX_ROWID_KEY] = str(max_rowid)
+    txns = ([txn] if txn else []) + list(more_txns)
     return CommitProperties(
         custom_metadata=metadata,
-        app_transactions=[Transaction(txn[0], txn[1])] if txn else None,
+        app_transactions=[Transaction(app, version) for app, version in txns] or None,
     )
 
 

@@ -23,15 +23,22 @@ def read_file(path: str | Path, targets: Sequence[Target], *, format: str, heade
 
     path = str(path)
     remote = objects.is_remote(path)
-    exists = objects.kind_of(path) == "file" if remote else Path(path).is_file()
-    if not exists:
+    # An object's existence is learnt by opening it: one request, not two.
+    if not remote and not Path(path).is_file():
         raise BadFile(f'could not open file "{path}" for reading: no such file')
     names = [t.name for t in targets]
     source: Any = None
     try:
         # One reader for both: Arrow reads a local path itself, an object through its
         # filesystem (a seekable file: Parquet's footer is at its end).
-        source = objects.open_input(path) if remote else path
+        if remote:
+            try:
+                source = objects.open_input(path)
+            except FileNotFoundError:
+                raise BadFile(f'could not open file "{path}" for reading: no such file'
+                              ) from None
+        else:
+            source = path
         if format == "parquet":
             import pyarrow.parquet as pq
 

@@ -2,10 +2,11 @@
 The folder may be local or in S3-compatible object storage (storage/objects.py).
 
 A file is known by its identity: its absolute path, size and modification time (a
-changed file is a new file). Each loaded file's rows are one Delta commit of the
-table carrying an app transaction keyed by that identity and the file's facts in the
-commit metadata, so the load and its history row are one atomic commit: they cannot
-disagree, and a retried or killed COPY skips exactly the files whose commit exists.
+changed file is a new file). Loaded files' rows are one Delta commit of the table
+(a batch of files, or one file when the table has expectations) carrying an app
+transaction keyed by each file's identity and each file's facts in the commit metadata,
+so a load and its history rows are one atomic commit: they cannot disagree, and a
+retried or killed COPY skips exactly the files whose commit exists.
 
 A file that fails leaves nothing in the table. Its failure is appended to a small
 JSON-lines log beside the table (``paths.copy_failures``): failures change no data, so
@@ -48,9 +49,22 @@ class LandedFile:
         raw = f"{self.path}\0{self.size}\0{self.mtime_ns}".encode()
         return APP_PREFIX + hashlib.sha256(raw).hexdigest()[:32]
 
+    def facts(self, rows: int) -> dict[str, Any]:
+        return {"path": self.path, "size": self.size, "mtime_ns": self.mtime_ns, "rows": rows}
+
     def metadata(self, rows: int) -> dict[str, str]:
-        return {FILE_KEY: json.dumps({"path": self.path, "size": self.size,
-                                      "mtime_ns": self.mtime_ns, "rows": rows})}
+        return {FILE_KEY: json.dumps(self.facts(rows))}
+
+
+def batch_metadata(loaded: list[tuple[LandedFile, int]]) -> dict[str, str]:
+    """The commit metadata of several files committed together: a list of facts."""
+    return {FILE_KEY: json.dumps([f.facts(rows) for f, rows in loaded])}
+
+
+def batch_key(files: list[LandedFile]) -> tuple[str, int]:
+    """The app transaction of a batch as a whole (each file has its own besides)."""
+    raw = "\0".join(f.identity for f in files).encode()
+    return APP_PREFIX + "batch:" + hashlib.sha256(raw).hexdigest()[:32], 1
 
 
 def _globbed(target: str) -> bool:
@@ -85,26 +99,35 @@ def _local(target: str) -> list[tuple[str, str]]:
     raise InvalidOption(f'COPY FROM "{target}": no such folder')
 
 
-def _remote(target: str) -> list[tuple[str, str]]:
-    """As ``_local``, in object storage: a glob lists the folder before its first glob
+def _remote(target: str) -> list[tuple[LandedFile, str]]:
+    """As ``_local``, in object storage, with each object's size and time from the
+    listing (no request per object): a glob lists the folder before its first glob
     character and matches each key against the whole glob (``*`` may cross ``/``)."""
     if not _globbed(target):
         if objects.kind_of(target) != "dir":
             raise InvalidOption(f'COPY FROM "{target}": no such folder')
-        return [(e.location, rel) for e, rel in objects.listing(target)]
+        return [(LandedFile(e.location, e.size, e.mtime_ns), rel)
+                for e, rel in objects.listing(target)]
     head = target[:min(target.index(c) for c in _GLOB_CHARS if c in target)]
     folder = head.rpartition("/")[0]
     if "://" not in folder or not folder.split("://", 1)[1]:
         raise InvalidOption(f'COPY FROM "{target}": a glob needs a bucket before it')
-    return [(e.location, e.location.rpartition("/")[2]) for e, _ in objects.listing(folder)
-            if fnmatch.fnmatchcase(e.location, target)]
+    return [(LandedFile(e.location, e.size, e.mtime_ns), e.location.rpartition("/")[2])
+            for e, _ in objects.listing(folder) if fnmatch.fnmatchcase(e.location, target)]
 
 
 def matching(target: str, pattern: str | None) -> list[LandedFile]:
     """The files ``target`` (a folder: its files, recursively; else a glob) names whose
     name relative to the folder matches ``pattern`` (a glob; every file when None),
     sorted by path so that loads happen in a stable order."""
-    found = _remote(target) if objects.is_remote(target) else _local(target)
+    remote = objects.is_remote(target)
+    listed: dict[str, LandedFile] = {}
+    if remote:
+        pairs = _remote(target)
+        listed = {f.path: f for f, _ in pairs}
+        found = [(f.path, rel) for f, rel in pairs]
+    else:
+        found = _local(target)
     if pattern is not None:
         found = [(p, rel) for p, rel in found if fnmatch.fnmatchcase(rel, pattern)
                  or fnmatch.fnmatchcase(rel.rpartition("/")[2], pattern)]
@@ -114,6 +137,9 @@ def matching(target: str, pattern: str | None) -> list[LandedFile]:
              and not p.rpartition("/")[2].startswith(".")]
     out = []
     for p, _ in sorted(found):
+        if remote:  # the listing's size and time: no request per object
+            out.append(listed[p])
+            continue
         try:
             out.append(stat(p))
         except OSError:  # gone since listed: nothing to load
@@ -186,9 +212,11 @@ def _loads(warehouse: Path, table_id: str
     out = []
     for e in reversed(read_log(shard._table())):
         if FILE_KEY in e:
-            facts = json.loads(e[FILE_KEY])
-            out.append((e, LandedFile(str(facts["path"]), int(facts["size"]),
-                                      int(facts["mtime_ns"])), facts))
+            found = json.loads(e[FILE_KEY])
+            # One file's facts, or a batch's list of them (one commit, several files).
+            for facts in found if isinstance(found, list) else [found]:
+                out.append((e, LandedFile(str(facts["path"]), int(facts["size"]),
+                                          int(facts["mtime_ns"])), facts))
     return out
 
 

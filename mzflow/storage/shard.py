@@ -10,6 +10,7 @@ commit. The index, state and sink tables build on it (``index_shard.py``,
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,10 @@ class Shard:
 
     @writes
     def append(self, data: pa.Table, ts: int, txn: tuple[str, int] | None = None, *,
-               file_size: int = TARGET_FILE_SIZE, extra: dict[str, str] | None = None) -> int:
-        """``extra``: more commit metadata (a landed file's facts: storage/landing.py)."""
+               file_size: int = TARGET_FILE_SIZE, extra: dict[str, str] | None = None,
+               more_txns: Sequence[tuple[str, int]] = ()) -> int:
+        """``extra``: more commit metadata, ``more_txns`` more app transactions (a
+        landing folder's files: storage/landing.py)."""
         from deltalake import write_deltalake
 
         top = pc.max(data.column(ROWID)).as_py() if ROWID in data.column_names else None
@@ -112,7 +115,7 @@ class Shard:
         # the rows of a few keys reads the few files whose ranges hold them.
         write_deltalake(self._table(), partitions.with_keys(data, self.partitioned_by()),
                         mode="append", target_file_size=file_size,
-                        commit_properties=commit_props(ts, txn, top, extra))
+                        commit_properties=commit_props(ts, txn, top, extra, more_txns))
         return self.version()
 
     @writes
