@@ -217,6 +217,26 @@ class Writer:
         self.conn.execute(clusters.delete().where(clusters.c.id == cluster_id))
         roles.forget(self.conn, "cluster", str(cluster_id))
 
+    def swap_clusters(self, a: Cluster, b: Cluster) -> None:
+        """Exchange two clusters' names (names are unique: one moves aside first)."""
+        self.dirty = True
+        t = migrations.clusters
+        aside = f"\0swap-{a.id}"
+        for cid, name in ((a.id, aside), (b.id, a.name), (a.id, b.name)):
+            self.conn.execute(t.update().where(t.c.id == cid).values(name=name))
+
+    def swap_schemas(self, a: Schema, b: Schema) -> None:
+        """Exchange two schemas' names, and their items' (which name theirs by name)."""
+        self.dirty = True
+        s, i = migrations.schemas, migrations.items
+        aside = f"\0swap-{a.id}"
+        for sid, name in ((a.id, aside), (b.id, a.name), (a.id, b.name)):
+            self.conn.execute(s.update().where(s.c.id == sid).values(name=name))
+        for old, new in ((a.name, aside), (b.name, a.name), (aside, b.name)):
+            self.conn.execute(i.update().where((i.c.database_name == a.database)
+                                               & (i.c.schema_name == old))
+                              .values(schema_name=new))
+
     def insert_schema(self, schema: Schema) -> None:
         self.dirty = True
         self.conn.execute(migrations.schemas.insert().values(

@@ -436,6 +436,12 @@ class Connection:
         return Result(status="ALTER TABLE",
                       notices=projections.alter(self.store, self.config.warehouse, stmt))
 
+    def _swap(self, stmt: ast.SwapObject) -> Result:
+        notices = ddl.swap(self.store, stmt)
+        if stmt.args["kind"] == "CLUSTER":
+            notices += self._sync_pools()
+        return Result(status=f"ALTER {stmt.args['kind']}", notices=notices)
+
     def _rename(self, stmt: ast.RenameObject) -> Result:
         return Result(status=f"ALTER {stmt.args['kind']}", notices=ddl.rename(self.store, stmt))
 
@@ -522,6 +528,7 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     exp.Copy: Connection._copy,
     exp.Comment: Connection._comment,
     ast.RenameObject: Connection._rename,
+    ast.SwapObject: Connection._swap,
     ast.Explain: Connection._explain,
     ast.AsOf: lambda conn, stmt: conn.selects.as_of(stmt),
     ast.CreateView: Connection._create_view,

@@ -107,6 +107,7 @@ DEFERRABLE: dict[type, Callable[[exp.Expr], str]] = {
     ast.CreateSink: lambda s: "CREATE SINK",
     ast.DropObjects: lambda s: f"DROP {s.args['kind']}",
     ast.RenameObject: lambda s: f"ALTER {s.args['kind']}",
+    ast.SwapObject: lambda s: f"ALTER {s.args['kind']}",
     ast.AlterProjection: lambda s: "ALTER TABLE",
     ast.AlterExpectation: lambda s: "ALTER TABLE",
     exp.Alter: lambda s: "ALTER TABLE",

@@ -185,6 +185,12 @@ class RenameObject(exp.Expression):
     arg_types = {"kind": True, "this": True, "to": True}
 
 
+class SwapObject(exp.Expression):
+    """``ALTER {SCHEMA|CLUSTER} a SWAP WITH b``: two names exchanged atomically."""
+
+    arg_types = {"kind": True, "this": True, "to": True}
+
+
 class Explain(exp.Expression):
     """``EXPLAIN [PLAN FOR] <query>`` or ``EXPLAIN [PLAN FOR] {VIEW|MATERIALIZED VIEW|INDEX} x``.
 

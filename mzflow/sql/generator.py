@@ -152,6 +152,9 @@ class MzGenerator(MaterializeGenerator):
         names = ", ".join(self.sql(n) for n in e.expressions)
         return f"DROP {e.args['kind']}{exists} {names}{cascade}"
 
+    def swapobject_sql(self, e: ast.SwapObject) -> str:
+        return f"ALTER {e.args['kind']} {self.sql(e.this)} SWAP WITH {self.sql(e.args['to'])}"
+
     def altercluster_sql(self, e: ast.AlterCluster) -> str:
         verb = "RESET" if e.args.get("reset") else "SET"
         return f"ALTER CLUSTER {self.sql(e.this)} {verb}{self._options(e, prefix=' ')}"
@@ -190,6 +193,7 @@ class MzGenerator(MaterializeGenerator):
         ast.Option: option_sql,
         ast.RefreshPolicy: refreshpolicy_sql,
         ast.RenameObject: renameobject_sql,
+        ast.SwapObject: swapobject_sql,
         ast.Explain: explain_sql,
         ast.CreateTable: createtable_sql,
         ast.Projection: projection_sql,

@@ -382,8 +382,18 @@ class DdlParser(RefreshParser):
             if self._match_words("RESET"):
                 return self._parse_mz_reset(system=True)
             self.raise_error("Expected SET or RESET after ALTER SYSTEM")
+        if self._match_words("SCHEMA"):
+            name = self._expect_name("schema name")
+            swap = self._parse_swap("SCHEMA", name)
+            if swap is None:
+                self.raise_error("Expected SWAP WITH after ALTER SCHEMA <name>")
+                raise AssertionError("unreachable")  # raise_error raises at IMMEDIATE level
+            return swap
         if self._match_words("CLUSTER"):
             name = self._expect_name("cluster name")
+            swap = self._parse_swap("CLUSTER", name)
+            if swap is not None:
+                return swap
             if self._match_words("RESET"):
                 options = (self._parse_wrapped_csv(self._parse_option_name)
                            if self._curr and self._curr.token_type == TokenType.L_PAREN
@@ -415,10 +425,19 @@ class DdlParser(RefreshParser):
             if isinstance(alter, exp.Command):
                 self.raise_error("unsupported ALTER TABLE form")
             return alter
-        self.raise_error("Expected CLUSTER, SYSTEM, TABLE, VIEW, MATERIALIZED VIEW, INDEX or "
-                         "SINK after ALTER")
+        self.raise_error("Expected CLUSTER, SCHEMA, SYSTEM, TABLE, VIEW, MATERIALIZED VIEW, "
+                         "INDEX or SINK after ALTER")
         raise AssertionError("unreachable")
 
+
+    def _parse_swap(self, kind: str, name: exp.Identifier) -> ast.SwapObject | None:
+        """``… SWAP WITH <name>`` after ALTER SCHEMA|CLUSTER <name>, else None."""
+        if not self._match_words("SWAP"):
+            return None
+        if not self._match_words("WITH"):
+            self.raise_error("Expected WITH after SWAP")
+        return self.expression(ast.SwapObject(kind=kind, this=name,
+                                              to=self._expect_name(f"{kind.lower()} name")))
 
     def _parse_alter_projection(self) -> ast.AlterProjection | None:
         """``ALTER TABLE t {ADD|DROP|MATERIALIZE|CLEAR} PROJECTION …``, else None (and

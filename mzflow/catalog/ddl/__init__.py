@@ -18,6 +18,7 @@ from mzflow.catalog.ddl.renames import rename
 from mzflow.catalog.ddl.schemas import create_schema
 from mzflow.catalog.ddl.settings import set_system
 from mzflow.catalog.ddl.sinks import create_sink
+from mzflow.catalog.ddl.swaps import swap
 from mzflow.catalog.ddl.tables import add_column, create_table
 from mzflow.catalog.ddl.views import create_view
 
@@ -37,4 +38,5 @@ __all__ = [
     "refresh_mode",
     "rename",
     "set_system",
+    "swap",
 ]
