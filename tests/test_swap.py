@@ -132,3 +132,41 @@ def test_errors_and_privileges(conn: mzflow.Connection, tmp_path: Path) -> None:
             joe.execute("ALTER SCHEMA mine SWAP WITH blue")  # joe does not own blue
         assert "must be owner of" in denied.value.message
     assert rows(conn, "SELECT * FROM blue.t1") == [(1,), (2,), (3,)]
+
+
+def test_a_transaction_of_swaps_commits_them_together(conn: mzflow.Connection) -> None:
+    """dbt-materialize's deploy_promote: BEGIN; the schemas' swaps; the clusters'; COMMIT."""
+    conn.execute("CREATE CLUSTER prod SIZE = 'small'; CREATE CLUSTER prod_dbt_deploy "
+                 "SIZE = 'medium'; CREATE VIEW blue.v IN CLUSTER prod AS SELECT x FROM blue.t1;"
+                 "CREATE INDEX v_idx IN CLUSTER prod ON blue.v (x)")
+    conn.execute("CREATE SCHEMA blue_dbt_deploy; CREATE TABLE blue_dbt_deploy.t1 (x int);"
+                 "INSERT INTO blue_dbt_deploy.t1 VALUES (10)")
+    version = conn.store.snapshot().version
+    assert conn.execute("BEGIN").status == "BEGIN"
+    assert conn.execute('ALTER SCHEMA "blue" SWAP WITH "blue_dbt_deploy"').status == (
+        "ALTER SCHEMA")
+    assert conn.execute('ALTER CLUSTER "prod" SWAP WITH "prod_dbt_deploy"').status == (
+        "ALTER CLUSTER")
+    # Nothing has happened yet, for this session or any other.
+    assert conn.store.snapshot().version == version
+    with pytest.raises(Error) as e:
+        conn.execute("CREATE TABLE public.x (a int)")
+    assert e.value.message == "this transaction can only execute a single statement"
+    conn.execute("ROLLBACK")
+    assert rows(conn, "SELECT * FROM blue.t1") == [(1,), (2,), (3,)]
+    conn.execute('BEGIN; ALTER SCHEMA "blue" SWAP WITH "blue_dbt_deploy"; '
+                 'ALTER CLUSTER "prod" SWAP WITH "prod_dbt_deploy"; COMMIT')
+    assert conn.store.snapshot().version == version + 1  # one catalog transaction
+    assert rows(conn, "SELECT * FROM blue.t1") == [(10,)]
+    assert rows(conn, "SELECT * FROM blue_dbt_deploy.v") == [(1,), (2,), (3,)]
+    (_, create), = conn.execute("SHOW CREATE INDEX blue_dbt_deploy.v_idx").rows
+    assert 'IN CLUSTER "prod_dbt_deploy"' in create
+    assert '"materialize"."blue_dbt_deploy"."v"' in create
+    # A failing swap undoes the ones before it in its transaction.
+    with pytest.raises(Error) as e:
+        conn.execute("BEGIN; ALTER SCHEMA blue SWAP WITH green; "
+                     "ALTER CLUSTER prod SWAP WITH nope; COMMIT")
+    assert e.value.message == "unknown cluster 'nope'"
+    conn.execute("ROLLBACK")
+    assert rows(conn, "SELECT * FROM green.t2") == [(4,), (5,), (6,)]
+    assert conn.store.snapshot().version == version + 1

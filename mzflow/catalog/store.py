@@ -157,6 +157,12 @@ class Writer:
         self.dirty = False
         self.dropped: list[Item] = []  # items deleted in this transaction
 
+    def reread(self) -> None:
+        """``snapshot`` as this transaction has changed it so far (statements that run
+        one after another in one transaction: ALTER … SWAP, session/transactions.py)."""
+        self.snapshot = dataclasses.replace(_load(self.conn, self.snapshot.version),
+                                            read_ts=self.snapshot.read_ts)
+
     def allocate_ts(self) -> int:
         """The next write timestamp: wall-clock milliseconds, never going backwards, and
         after every time this transaction has seen (an orphaned commit's included)."""

@@ -199,15 +199,16 @@ def _cluster_owner(s: Session, stmt: ast.AlterCluster) -> None:
         s.owner(p.cluster_object(found.id))
 
 
-def _swap(s: Session, stmt: ast.SwapObject) -> None:
+def _swap(s: Session, stmt: ast.SwapObject | ast.SwapObjects) -> None:
     """Materialize's rule: the owner of both (the DDL gives the unknown-name errors)."""
-    for name in (stmt.this.name, stmt.args["to"].name):
-        if stmt.args["kind"] == "CLUSTER":
-            found = s.snap.find_cluster(name)
-            if found is not None:
-                s.owner(p.cluster_object(found.id))
-        elif s.snap.schema_named(name) is not None:
-            s.owner(p.schema_object(s.snap, None, name))
+    for one in stmt.expressions if isinstance(stmt, ast.SwapObjects) else [stmt]:
+        for name in (one.this.name, one.args["to"].name):
+            if one.args["kind"] == "CLUSTER":
+                found = s.snap.find_cluster(name)
+                if found is not None:
+                    s.owner(p.cluster_object(found.id))
+            elif s.snap.schema_named(name) is not None:
+                s.owner(p.schema_object(s.snap, None, name))
 
 
 def _drop(s: Session, stmt: ast.DropObjects) -> None:
@@ -339,6 +340,7 @@ _RULES: dict[type, Callable[[Session, Any], None]] = {
     ast.DropObjects: _drop,
     ast.RenameObject: _item_owner(lambda st: st.this),
     ast.SwapObject: _swap,
+    ast.SwapObjects: _swap,
     exp.Alter: _item_owner(lambda st: st.this),
     ast.AlterProjection: _item_owner(lambda st: st.this),
     ast.AlterExpectation: _alter_expectation,

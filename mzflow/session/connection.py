@@ -436,11 +436,12 @@ class Connection:
         return Result(status="ALTER TABLE",
                       notices=projections.alter(self.store, self.config.warehouse, stmt))
 
-    def _swap(self, stmt: ast.SwapObject) -> Result:
-        notices = ddl.swap(self.store, stmt)
-        if stmt.args["kind"] == "CLUSTER":
+    def _swap(self, stmt: ast.SwapObject | ast.SwapObjects) -> Result:
+        swaps = stmt.expressions if isinstance(stmt, ast.SwapObjects) else [stmt]
+        notices = ddl.swap(self.store, swaps)
+        if any(s.args["kind"] == "CLUSTER" for s in swaps):
             notices += self._sync_pools()
-        return Result(status=f"ALTER {stmt.args['kind']}", notices=notices)
+        return Result(status=f"ALTER {swaps[-1].args['kind']}", notices=notices)
 
     def _rename(self, stmt: ast.RenameObject) -> Result:
         return Result(status=f"ALTER {stmt.args['kind']}", notices=ddl.rename(self.store, stmt))
@@ -529,6 +530,7 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     exp.Comment: Connection._comment,
     ast.RenameObject: Connection._rename,
     ast.SwapObject: Connection._swap,
+    ast.SwapObjects: Connection._swap,
     ast.Explain: Connection._explain,
     ast.AsOf: lambda conn, stmt: conn.selects.as_of(stmt),
     ast.CreateView: Connection._create_view,

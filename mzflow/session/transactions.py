@@ -12,7 +12,8 @@ statements do decides what the rest may do (Materialize's ``TransactionOps``):
   commit per table (each table's rows atomically; Delta has no commit across tables,
   so a transaction that inserted into two tables commits them one after the other).
   ROLLBACK discards them. A SELECT of constants is still allowed.
-- **one statement**: a DDL statement, run at COMMIT (its command tag answers at once).
+- **one statement**: a DDL statement, run at COMMIT (its command tag answers at once);
+  or several ``ALTER … SWAP``, run at COMMIT in one catalog transaction.
 
 Anything else is refused with Materialize's error and SQLSTATE; an error fails the
 transaction (``E``) until ROLLBACK or COMMIT (which then rolls back).
@@ -107,7 +108,6 @@ DEFERRABLE: dict[type, Callable[[exp.Expr], str]] = {
     ast.CreateSink: lambda s: "CREATE SINK",
     ast.DropObjects: lambda s: f"DROP {s.args['kind']}",
     ast.RenameObject: lambda s: f"ALTER {s.args['kind']}",
-    ast.SwapObject: lambda s: f"ALTER {s.args['kind']}",
     ast.AlterProjection: lambda s: "ALTER TABLE",
     ast.AlterExpectation: lambda s: "ALTER TABLE",
     exp.Alter: lambda s: "ALTER TABLE",
@@ -120,12 +120,13 @@ _ANYTIME = (ast.Show, ast.Explain)
 @dataclass
 class Transaction:
     access: str | None = None  # READ ONLY, READ WRITE, or as its statements decide
-    ops: str = "none"  # none | reads | subscribe | writes | single
+    ops: str = "none"  # none | reads | subscribe | writes | single | swaps
     timed_reads: bool = False  # a read so far read stored data (at read_at)
     read_at: int | None = None
     hold: holds.ReadHold | None = None
     inserts: list[exp.Insert] = field(default_factory=list)
     single: exp.Expr | None = None
+    swaps: list[ast.SwapObject] = field(default_factory=list)
     failed: bool = False
     cursors: Cursors = field(default_factory=Cursors)
     # (name, INSERTs buffered when it was set): SAVEPOINT, emulated for clients that
@@ -271,6 +272,14 @@ class Transactions:
                     # Named as the session's search_path names it now: COMMIT inserts.
                     txn.inserts.append(_qualified(stmt, snap or self.store.snapshot()))
                     return Result(status=f"INSERT 0 {count}")
+        if isinstance(stmt, ast.SwapObject):
+            # Several swaps may share a transaction, run together at COMMIT (Materialize
+            # allows it: it is how blue/green deployments cut over atomically).
+            if txn.ops != "swaps":
+                self._adding(txn, "single")
+            txn.ops = "swaps"
+            txn.swaps.append(stmt)
+            return Result(status=f"ALTER {stmt.args['kind']}")
         tag = DEFERRABLE.get(type(stmt))
         if tag is None:
             raise ActiveSqlTransaction(f"{_text(stmt)} cannot be run inside a transaction "
@@ -385,6 +394,8 @@ class Transactions:
                 notices += done.notices
             if txn.single is not None:
                 notices += dispatch(txn.single).notices
+            if txn.swaps:
+                notices += dispatch(ast.SwapObjects(expressions=txn.swaps)).notices
             return Result(status="COMMIT", notices=notices)
         finally:
             self._finish(txn)

@@ -191,6 +191,12 @@ class SwapObject(exp.Expression):
     arg_types = {"kind": True, "this": True, "to": True}
 
 
+class SwapObjects(exp.Expression):
+    """A transaction's ALTER … SWAP statements, run together at COMMIT."""
+
+    arg_types = {"expressions": True}
+
+
 class Explain(exp.Expression):
     """``EXPLAIN [PLAN FOR] <query>`` or ``EXPLAIN [PLAN FOR] {VIEW|MATERIALIZED VIEW|INDEX} x``.
 

@@ -25,16 +25,21 @@ from mzflow.sql import ast
 from mzflow.sql.parse import parse_one, parse_query
 
 
-def swap(store: Store, stmt: ast.SwapObject) -> Notices:
-    kind = stmt.args["kind"]
-    a, b = stmt.this.name, stmt.args["to"].name
-    if a == b:
-        raise InvalidOption(f"cannot swap {kind.lower()} '{a}' with itself")
+def swap(store: Store, stmts: list[ast.SwapObject]) -> Notices:
+    """One swap, or a transaction's several (dbt-materialize's deploy_promote swaps its
+    schemas, then its clusters, in one ``BEGIN … COMMIT``): all in one catalog
+    transaction, each seeing the ones before it; an error in any undoes them all."""
     with store.write() as w:
-        if kind == "SCHEMA":
-            _swap_schemas(w, a, b)
-        else:
-            _swap_clusters(w, a, b)
+        for stmt in stmts:
+            kind = stmt.args["kind"]
+            a, b = stmt.this.name, stmt.args["to"].name
+            if a == b:
+                raise InvalidOption(f"cannot swap {kind.lower()} '{a}' with itself")
+            if kind == "SCHEMA":
+                _swap_schemas(w, a, b)
+            else:
+                _swap_clusters(w, a, b)
+            w.reread()
     return []
 
 
