@@ -56,6 +56,10 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/more.sql
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
+	@echo "== a landing folder: each file loads once, a bad file fails alone, the load history"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/landing.sql
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
 	@echo "== SUBSCRIBE: the totals after the first batch, then every change since"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow subscribe "SUBSCRIBE customer_totals AS OF $$(cat $(DEMO_HOME)/after-first-batch) UP TO $$(($$(date +%s%3N) - 1))"
 	@echo "== a projection answers per-customer sums, kept right through the UPDATE and DELETE"
