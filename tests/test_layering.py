@@ -29,7 +29,7 @@ import mzflow
 CORE = frozenset({"sql", "catalog", "plan", "incremental", "engine", "storage", "read",
                   "errors", "config", "reasons", "values"})
 WINGS = frozenset({"projections", "quality", "sinks", "clusters", "airflow", "shell",
-                   "server"})
+                   "server", "deploy"})
 HIGHER = WINGS | {"session", "maintain", "cli"}
 ROOT = "mzflow"
 

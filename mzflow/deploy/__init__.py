@@ -1,0 +1,1 @@
+"""Safe changes to a live catalog: plan before apply (issue 38)."""

@@ -1,0 +1,99 @@
+"""``mzflow plan -f catalog.sql``: what applying a desired catalog file would change,
+without changing anything (SQLMesh's plan; issue 38, item 1).
+
+The file runs against a scratch catalog (desired.py), the result is compared with the
+live one (diff.py), and the indexes to hydrate are estimated (estimate.py). The plan
+records the live catalog's version, so that carrying it out later can refuse a catalog
+that moved since.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mzflow.catalog.model import Snapshot
+from mzflow.deploy import desired as desired_mod
+from mzflow.deploy import diff as diff_mod
+from mzflow.deploy import estimate
+
+
+@dataclass
+class Plan:
+    catalog_version: int
+    statements: int
+    changes: list[diff_mod.Change] = field(default_factory=list)
+    hydrations: list[estimate.Hydration] = field(default_factory=list)
+    refused: list[desired_mod.Refused] = field(default_factory=list)
+    refusals: list[diff_mod.Refusal] = field(default_factory=list)
+    ignored: list[tuple[int, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def make(live: Snapshot, warehouse: Path, text: str) -> Plan:
+    wanted = desired_mod.replay(text)
+    d = diff_mod.diff(live, wanted.snapshot)
+    return Plan(catalog_version=live.version, statements=wanted.statements,
+                changes=d.changes, hydrations=estimate.hydrations(live, wanted.snapshot, d,
+                                                                  warehouse),
+                refused=wanted.refused, refusals=d.refusals, ignored=wanted.ignored)
+
+
+def _seconds(s: float | None) -> str:
+    if s is None:
+        return "time unknown (no recompute on record)"
+    return f"about {s:.1f} s" if s < 120 else f"about {s / 60:.0f} min"
+
+
+def render(plan: Plan, source: str) -> str:
+    lines = [f"plan of {source} ({plan.statements} statements) against catalog version "
+             f"{plan.catalog_version}", ""]
+    if not plan.changes:
+        lines.append("no changes")
+    width = max((len(c.kind) for c in plan.changes), default=0)
+    for c in plan.changes:
+        mark = " BREAKING" if c.breaking else ""
+        lines.append(f"{c.action:<8} {c.kind:<{width}}  {c.name}{mark}"
+                     + (f"  ({c.detail})" if c.detail else ""))
+        if c.touches:
+            lines.append(f"{'':<8} {'':<{width}}  touches: {', '.join(c.touches)}")
+    if plan.hydrations:
+        lines += ["", "to hydrate:"]
+        lines += [f"  {h.index} in cluster {h.cluster}: {h.rows:,} rows, {_seconds(h.seconds)}"
+                  for h in plan.hydrations]
+    if plan.refused or plan.refusals:
+        lines += ["", "refused (apply refuses them too):"]
+        lines += [f"  statement {r.number}: {r.sql}\n    ERROR {r.code}: {r.message}"
+                  for r in plan.refused]
+        lines += [f"  {r.name}: {r.message}" for r in plan.refusals]
+    if plan.ignored:
+        lines += ["", "ignored (not catalog DDL):"]
+        lines += [f"  statement {n}: {sql}" for n, sql in plan.ignored]
+    return "\n".join(lines)
+
+
+def main(home: str | None, catalog_url: str | None, file: str, as_json: bool) -> int:
+    """The CLI's ``plan``: 0 when the plan has no refusals, 1 when it has (as a failed
+    apply would exit), 2 when the file cannot be read or parsed."""
+    import sys
+
+    import mzflow
+
+    try:
+        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+    except OSError as e:
+        print(f"ERROR: cannot read {file}: {e.strerror}", file=sys.stderr)
+        return 2
+    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+        try:
+            plan = make(conn.store.snapshot(), conn.config.warehouse, text)
+        except mzflow.Error as e:  # a syntax error: nothing to plan
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 2
+    print(json.dumps(plan.to_json(), indent=2) if as_json else render(plan, file))
+    return 1 if plan.refused or plan.refusals else 0
