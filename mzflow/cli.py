@@ -39,6 +39,7 @@ examples:
   mzflow cluster start etl        warm the cluster's Spark before its first tick
   mzflow serve                    PostgreSQL's wire protocol on 127.0.0.1:6875 (psql, dbt)
   mzflow plan -f catalog.sql      what applying a catalog file would change (nothing runs)
+  mzflow apply -f catalog.sql     carry that plan out
 """
 
 
@@ -191,14 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     q_sub = quality.add_subparsers(dest="quality_command", metavar="ACTION", required=True)
     q_sub.add_parser("docs", help="build GE's Data Docs site under <home>/quality and print "
                                   "the path of its index.html")
-    plan = sub.add_parser(
-        "plan", help="what a desired catalog file would change, changing nothing",
-        description="Compare a file of the whole desired catalog with the live one: what "
-                    "to create, alter, replace and drop, breaking changes, the indexes to "
-                    "hydrate, the refused statements (exit 1). docs/deploy.md")
-    plan.add_argument("-f", "--file", required=True, metavar="FILE",
-                      help="the desired catalog (CREATE statements); '-': stdin")
-    plan.add_argument("--json", action="store_true", help="the plan as JSON")
+    from mzflow import deploy  # argparse only: the rest loads when a command runs
+
+    deploy.add_parsers(sub)
     return parser
 
 
@@ -236,10 +232,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _serve(args)
     if args.command == "airflow" and args.airflow_command == "init":
         return _airflow_init(args.dags_folder)
-    if args.command == "plan":
+    if args.command in ("plan", "apply"):
         from mzflow.deploy import plan as deploy_plan
 
-        return deploy_plan.main(args.home, args.catalog_url, args.file, args.json)
+        return deploy_plan.main(args, args.command)
     import mzflow
 
     try:

@@ -111,3 +111,68 @@ def test_a_file_that_does_not_parse_plans_nothing(
     assert err.startswith("ERROR: ") and "line 2" in err
     assert cli.main(["--home", home, "plan", "-f", str(tmp_path / "none.sql")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+# -- apply ------------------------------------------------------------------------------
+
+def _desired_without_refusals(tmp_path: Path) -> Path:
+    text = (GOLDEN / "plan_desired.sql").read_text()
+    kept = "\n".join(line for line in text.splitlines() if "nope" not in line)
+    path = tmp_path / "desired.sql"
+    path.write_text(kept)
+    return path
+
+
+def test_apply_then_plan_shows_no_change(home: str, tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    with mzflow.connect(home) as conn:
+        conn.execute("INSERT INTO orders VALUES (1, 'a', 150), (2, 'b', 50), (3, 'a', 300)")
+    desired = str(_desired_without_refusals(tmp_path))
+    assert cli.main(["--home", home, "apply", "-f", desired]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("statements") and "[1/" in out
+    assert cli.main(["--home", home, "plan", "-f", desired]) == 0
+    assert capsys.readouterr().out.splitlines()[2] == "no changes"
+    with mzflow.connect(home) as conn:
+        snap = conn.store.snapshot()
+        assert snap.find("legacy") is None and snap.find("legacy_view") is None
+        assert [c.name for c in snap.resolve("orders").columns] == [
+            "id", "customer", "amount", "note"]
+        # The replaced view reads the new definition; the data stayed.
+        assert sorted(conn.execute("SELECT * FROM big").rows) == [(3, "a")]
+        assert conn.execute("SELECT count(*) FROM orders").rows == [(3,)]
+
+
+def test_apply_refuses_a_refused_plan_or_a_moved_catalog(
+        home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with mzflow.connect(home) as conn:
+        version = conn.store.snapshot().version
+    assert cli.main(["--home", home, "apply", "-f", str(GOLDEN / "plan_desired.sql")]) == 1
+    assert "nothing applied: the plan has refusals" in capsys.readouterr().out
+    desired = str(_desired_without_refusals(tmp_path))
+    assert cli.main(["--home", home, "apply", "-f", desired,
+                     "--catalog-version", str(version - 1)]) == 1
+    assert "the catalog changed since the plan was made" in capsys.readouterr().err
+    with mzflow.connect(home) as conn:
+        assert conn.store.snapshot().version == version
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_applied_views_are_maintained_right(home: str, tmp_path: Path) -> None:
+    import duckdb
+
+    with mzflow.connect(home) as conn:
+        conn.execute("INSERT INTO orders VALUES (1, 'a', 150), (2, 'b', 250), (3, 'a', 300)")
+        conn.tick()
+    assert cli.main(["--home", home, "apply", "-f",
+                     str(_desired_without_refusals(tmp_path))]) == 0
+    with mzflow.connect(home) as conn:
+        conn.execute("INSERT INTO orders VALUES (4, 'b', 900, 'late')")
+        conn.tick()
+        got = sorted(conn.execute("SELECT customer, orders FROM totals").rows)
+        rows = conn.execute("SELECT id, customer, amount FROM orders").rows
+    oracle = duckdb.sql("SELECT customer, count(*) FROM (VALUES " + ", ".join(
+        f"({i}, '{c}', {a})" for i, c, a in rows) + ") o(id, customer, amount) "
+        "WHERE amount > 200 GROUP BY customer").fetchall()
+    assert got == sorted(oracle)

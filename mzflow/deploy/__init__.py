@@ -1,1 +1,30 @@
-"""Safe changes to a live catalog: plan before apply (issue 38)."""
+"""Safe changes to a live catalog: plan before apply (issue 38).
+
+Only argparse here: the CLI builds its parser from this without importing the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def add_parsers(sub: Any) -> None:
+    """``mzflow plan`` and ``mzflow apply`` on the CLI's subparsers."""
+    plan = sub.add_parser(
+        "plan", help="what a desired catalog file would change, changing nothing",
+        description="Compare a file of the whole desired catalog with the live one: what "
+                    "to create, alter, replace and drop, breaking changes, the indexes to "
+                    "hydrate, the refused statements (exit 1). docs/deploy.md")
+    apply = sub.add_parser(
+        "apply", help="carry out the plan of a desired catalog file",
+        description="Plan (as mzflow plan), then run the statements that take the live "
+                    "catalog there, printing each. Refuses, changing nothing, when the "
+                    "plan has refusals or the catalog moved (--catalog-version). "
+                    "docs/deploy.md")
+    for p in (plan, apply):
+        p.add_argument("-f", "--file", required=True, metavar="FILE",
+                       help="the desired catalog (CREATE statements); '-': stdin")
+    plan.add_argument("--json", action="store_true", help="the plan as JSON")
+    apply.add_argument("--catalog-version", type=int, metavar="N",
+                       help="refuse unless the catalog is at version N (the plan's "
+                            "catalog_version)")

@@ -36,15 +36,28 @@ class Refused:
     message: str
 
 
+Key = tuple[str, str, str]  # (kind, schema, name): "cluster" and "schema" have no schema
+
+
 @dataclass
 class Desired:
     snapshot: Snapshot
     statements: int
     refused: list[Refused] = field(default_factory=list)
     ignored: list[tuple[int, str]] = field(default_factory=list)  # (number, SQL)
+    # Each statement that ran, in order, with the objects it created (apply.py runs
+    # the ones whose objects it must create again).
+    made: list[tuple[exp.Expr, list[Key]]] = field(default_factory=list)
 
 
-def _text(stmt: exp.Expr) -> str:
+def keys(snap: Snapshot) -> set[Key]:
+    return ({(i.kind, i.schema, i.name) for i in snap.items}
+            | {("cluster", "", c.name) for c in snap.clusters}
+            | {("schema", "", s.name) for s in snap.schemas})
+
+
+def text(stmt: exp.Expr) -> str:
+    """The statement as SQL, without the file's comments."""
     from mzflow.sql.parse import DIALECT
 
     bare = stmt.copy()
@@ -56,13 +69,13 @@ def _text(stmt: exp.Expr) -> str:
         return type(stmt).__name__
 
 
-def replay(text: str) -> Desired:
-    """``text``'s catalog. A syntax error raises (ParseError names line and column):
+def replay(source: str) -> Desired:
+    """``source``'s catalog. A syntax error raises (ParseError names line and column):
     nothing of a file that does not parse can be planned."""
     from mzflow.session.connection import Connection
     from mzflow.sql.parse import parse
 
-    statements = parse(text)
+    statements = parse(source)
     with tempfile.TemporaryDirectory(prefix="mzflow-plan-") as tmp:
         scratch = dataclasses.replace(config.load(tmp, f"sqlite:///{tmp}/catalog.db"),
                                       airflow_home=None)
@@ -71,12 +84,15 @@ def replay(text: str) -> Desired:
             desired = Desired(conn.store.snapshot(), len(statements))
             for n, stmt in enumerate(statements, start=1):
                 if not isinstance(stmt, DDL):
-                    desired.ignored.append((n, _text(stmt)))
+                    desired.ignored.append((n, text(stmt)))
                     continue
+                before = keys(conn.store.snapshot())
                 try:
                     conn.execute_parsed(stmt)
                 except Error as e:
-                    desired.refused.append(Refused(n, _text(stmt), e.code, e.message))
+                    desired.refused.append(Refused(n, text(stmt), e.code, e.message))
+                    continue
+                desired.made.append((stmt, sorted(keys(conn.store.snapshot()) - before)))
             desired.snapshot = conn.store.snapshot()
         finally:
             conn.close()

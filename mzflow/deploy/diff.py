@@ -69,6 +69,13 @@ def canonical(item: Item) -> str:
     return normalize.sql(tree)
 
 
+def _differs(old: Item, new: Item) -> bool:
+    if old.kind == TABLE:
+        # A table's stored CREATE is the one it was made with: ADD COLUMN leaves it be.
+        return [(c.name, c.type) for c in old.columns] != [(c.name, c.type) for c in new.columns]
+    return canonical(old) != canonical(new)
+
+
 def _key(item: Item) -> tuple[str, str, str]:
     return item.kind, item.schema, item.name
 
@@ -113,7 +120,7 @@ def diff(live: Snapshot, desired: Snapshot) -> Diff:
         if old is None:
             out.changes.append(Change("create", item.kind_word, item.qualified_name,
                                       statement=canonical(item)))
-        elif canonical(old) != canonical(item):
+        elif _differs(old, item):
             _changed(live, old, item, out)
     for key, item in now.items():
         if key not in then:

@@ -77,23 +77,31 @@ def render(plan: Plan, source: str) -> str:
     return "\n".join(lines)
 
 
-def main(home: str | None, catalog_url: str | None, file: str, as_json: bool) -> int:
-    """The CLI's ``plan``: 0 when the plan has no refusals, 1 when it has (as a failed
-    apply would exit), 2 when the file cannot be read or parsed."""
+def main(args: Any, command: str) -> int:
+    """The CLI's ``plan`` and ``apply``: 0 when done, 1 when the plan has refusals (and
+    apply changed nothing), 2 when the file cannot be read or parsed."""
     import sys
 
     import mzflow
 
     try:
-        text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+        text = (sys.stdin.read() if args.file == "-"
+                else Path(args.file).read_text(encoding="utf-8"))
     except OSError as e:
-        print(f"ERROR: cannot read {file}: {e.strerror}", file=sys.stderr)
+        print(f"ERROR: cannot read {args.file}: {e.strerror}", file=sys.stderr)
         return 2
-    with mzflow.connect(home, catalog_url=catalog_url) as conn:
+    with mzflow.connect(args.home, catalog_url=args.catalog_url) as conn:
         try:
+            if command == "apply":
+                from mzflow.deploy import apply
+
+                return apply.run(conn, text, args.catalog_version, args.file)
             plan = make(conn.store.snapshot(), conn.config.warehouse, text)
-        except mzflow.Error as e:  # a syntax error: nothing to plan
+        except mzflow.ParseError as e:  # nothing of a file that does not parse is planned
             print(f"ERROR: {e}", file=sys.stderr)
             return 2
-    print(json.dumps(plan.to_json(), indent=2) if as_json else render(plan, file))
+        except mzflow.Error as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 1
+    print(json.dumps(plan.to_json(), indent=2) if args.json else render(plan, args.file))
     return 1 if plan.refused or plan.refusals else 0
