@@ -176,3 +176,22 @@ def test_applied_views_are_maintained_right(home: str, tmp_path: Path) -> None:
         f"({i}, '{c}', {a})" for i, c, a in rows) + ") o(id, customer, amount) "
         "WHERE amount > 200 GROUP BY customer").fetchall()
     assert got == sorted(oracle)
+
+
+def test_apply_resizes_a_cluster_and_refuses_other_cluster_changes(
+        home: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    desired = _desired_without_refusals(tmp_path)
+    text = desired.read_text()
+    desired.write_text(text.replace("CREATE CLUSTER analytics SIZE 'small'",
+                                    "CREATE CLUSTER analytics SIZE 'medium'"))
+    assert cli.main(["--home", home, "apply", "-f", str(desired)]) == 0
+    capsys.readouterr()
+    with mzflow.connect(home) as conn:
+        assert conn.store.snapshot().find_cluster("analytics").size == "medium"  # type: ignore[union-attr]
+        version = conn.store.snapshot().version
+    desired.write_text(text.replace("CREATE CLUSTER analytics SIZE 'small'",
+                                    "CREATE CLUSTER analytics VIRTUAL"))
+    assert cli.main(["--home", home, "apply", "-f", str(desired)]) == 1
+    assert "apply can only resize cluster analytics" in capsys.readouterr().err
+    with mzflow.connect(home) as conn:
+        assert conn.store.snapshot().version == version

@@ -53,9 +53,11 @@ def statements(live: Snapshot, wanted: desired_mod.Desired, d: diff_mod.Diff) ->
         if c.kind == "cluster" and c.action == "alter":
             cluster = wanted.snapshot.find_cluster(c.name)
             assert cluster is not None
-            if (live.find_cluster(c.name) or cluster).spark != cluster.spark:
-                raise InvalidOption(f"apply cannot change cluster {c.name}'s SPARK yet",
-                                    hint=f"ALTER CLUSTER {c.name} SET (SPARK = …) by hand")
+            now = live.find_cluster(c.name) or cluster
+            if (now.spark, now.virtual) != (cluster.spark, cluster.virtual) or not cluster.size:
+                raise InvalidOption(f"apply can only resize cluster {c.name}",
+                                    hint=f"change its SPARK or VIRTUAL with ALTER CLUSTER "
+                                         f"{c.name} by hand, then plan again")
             out.append((f"ALTER CLUSTER \"{c.name}\" SET (SIZE = '{cluster.size}')", None))
     going = {c.name for c in changes if c.action in ("replace", "drop") and c.kind not in (
         "cluster", "schema")}

@@ -60,8 +60,9 @@ def copy_folder(writes: TableWrites, name: exp.Table, target: str,
     shard = Shard.shared(w_mod.shard_of(writes.warehouse, item).path)
     new = [f for f in landing.matching(target, pattern) if f.identity not in done]
     # Files commit together in batches: a commit costs tens of milliseconds, a small
-    # file's rows far less. Expectations judge one write's rows at a time (quality/
-    # write.py keeps one result per write), so a table that has any loads file by file.
+    # file's rows far less. An expectation judges a write's rows together, and a FAIL
+    # fails the whole write: so that it fails one file alone (and a quarantine holds
+    # one file's rows), a table with expectations loads file by file.
     per_file = bool(snap.expectations_on(item.id))
     for batch in _batches(new, 1 if per_file else tune.copy_batch_files,
                           tune.copy_batch_bytes):
