@@ -28,3 +28,13 @@ def add_parsers(sub: Any) -> None:
     apply.add_argument("--catalog-version", type=int, metavar="N",
                        help="refuse unless the catalog is at version N (the plan's "
                             "catalog_version)")
+    apply.add_argument("--blue-green", action="store_true",
+                       help="stage the changed schemas and their clusters, wait until "
+                            "they are hydrated and fresh, then swap them in atomically")
+    apply.add_argument("--resume", action="store_true",
+                       help="continue a blue/green apply that stopped, from its last step")
+    apply.add_argument("--lag-threshold", type=int, default=1000, metavar="MS",
+                       help="blue/green: the staged indexes' lag that is fresh enough "
+                            "(default 1000)")
+    apply.add_argument("--timeout", type=float, default=1800, metavar="S",
+                       help="blue/green: how long to wait for hydration (default 1800)")

@@ -5,13 +5,14 @@ replaces or drops goes, with everything that reads it (``DROP … CASCADE``, so 
 is left reading a dropped definition); tables get their added columns; then the file's
 own statements run again, in the file's order, for every object to create: the new
 ones and the ones dropped above that the file still has (a view over a replaced view
-comes back over the new one). Dropped clusters and schemas go last.
+comes back over the new one). Dropped clusters and schemas go last. ``--blue-green``
+stages, hydrates and swaps instead (bluegreen.py).
 
 It refuses before changing anything when the plan has refusals, or when the catalog's
 version is not the one the plan was made against (``--catalog-version``, from
 ``mzflow plan --json``). Statements run one by one, each its own catalog transaction:
 an apply that fails midway has done the statements before (they are printed), and a
-new plan shows what is left. Blue/green (staging, hydration, one swap) is not built yet.
+new plan shows what is left.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def _quoted(qualified: str) -> str:
 
 
 def run(conn: object, text: str, expect_version: int | None, source: str,
-        out: TextIO | None = None) -> int:
+        out: TextIO | None = None, *, blue_green: bool = False, resume: bool = False,
+        lag_ms: int = 1000, timeout_s: float = 1800) -> int:
     """0 when applied, 1 when the plan has refusals (nothing applied)."""
     out = out or sys.stdout
     import mzflow
@@ -112,7 +114,7 @@ def run(conn: object, text: str, expect_version: int | None, source: str,
 
     assert isinstance(conn, mzflow.Connection)
     live = conn.store.snapshot()
-    if expect_version is not None and live.version != expect_version:
+    if expect_version is not None and live.version != expect_version and not resume:
         raise SerializationFailure(f"the catalog changed since the plan was made (version "
                            f"{expect_version}, now {live.version})", hint="plan again")
     wanted = desired_mod.replay(text)
@@ -124,8 +126,13 @@ def run(conn: object, text: str, expect_version: int | None, source: str,
     if plan.refused or plan.refusals:
         print("\nnothing applied: the plan has refusals", file=out)
         return 1
-    todo = statements(live, wanted, d)
     print("", file=out)
+    if blue_green or resume:
+        from mzflow.deploy import bluegreen
+
+        return bluegreen.run(conn, wanted, d, resume=resume, lag_ms=lag_ms,
+                             timeout_s=timeout_s, out=out)
+    todo = statements(live, wanted, d)
     for n, (sql, tree) in enumerate(todo, start=1):
         result = conn.execute_parsed(tree) if tree is not None else conn.execute(sql)
         print(f"[{n}/{len(todo)}] {result.status}: {sql}", file=out)

@@ -95,7 +95,9 @@ def main(args: Any, command: str) -> int:
             if command == "apply":
                 from mzflow.deploy import apply
 
-                return apply.run(conn, text, args.catalog_version, args.file)
+                return apply.run(conn, text, args.catalog_version, args.file,
+                                 blue_green=args.blue_green, resume=args.resume,
+                                 lag_ms=args.lag_threshold, timeout_s=args.timeout)
             plan = make(conn.store.snapshot(), conn.config.warehouse, text)
         except mzflow.ParseError as e:  # nothing of a file that does not parse is planned
             print(f"ERROR: {e}", file=sys.stderr)
