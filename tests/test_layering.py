@@ -28,7 +28,7 @@ import mzflow
 
 CORE = frozenset({"sql", "catalog", "plan", "incremental", "engine", "storage", "read",
                   "errors", "config", "reasons", "values"})
-WINGS = frozenset({"projections", "quality", "sinks", "clusters", "airflow", "shell",
+WINGS = frozenset({"projections", "quality", "sinks", "sources", "clusters", "airflow", "shell",
                    "server", "deploy"})
 HIGHER = WINGS | {"session", "maintain", "cli"}
 ROOT = "mzflow"

@@ -65,6 +65,20 @@ class CreateView(exp.Expression):
     }
 
 
+class CreateSource(exp.Expression):
+    """``CREATE SOURCE … FROM LOAD GENERATOR kind [(options)] [FOR ALL TABLES]``."""
+
+    # generator: COUNTER, AUCTION or TPCH; all_tables: FOR ALL TABLES was written
+    arg_types = {
+        "this": True,
+        "generator": True,
+        "cluster": False,
+        "exists": False,
+        "options": False,
+        "all_tables": False,
+    }
+
+
 class CreateSink(exp.Expression):
     # into: the format name (PARQUET, CSV, JSON, DELTA); path: its target
     arg_types = {
@@ -284,6 +298,7 @@ MZ_NODES = (
     CreateIndex,
     CreateView,
     CreateSink,
+    CreateSource,
     DropObjects,
     Show,
     SetVariable,

@@ -160,6 +160,8 @@ class DdlParser(RefreshParser):
             return self._parse_create_index(default=False)
         if self._match_words("SINK"):
             return self._parse_create_sink()
+        if self._match_words("SOURCE"):
+            return self._parse_create_source()
         if self._match(TokenType.SCHEMA):
             return self._parse_create_schema()
         materialized = self._match_words("MATERIALIZED")
@@ -170,8 +172,8 @@ class DdlParser(RefreshParser):
         if self._match(TokenType.TABLE):
             return self._parse_create_table()
         self._retreat(index)
-        self.raise_error("Expected CLUSTER, INDEX, SCHEMA, SINK, TABLE, VIEW or MATERIALIZED "
-                         "VIEW")
+        self.raise_error("Expected CLUSTER, INDEX, SCHEMA, SINK, SOURCE, TABLE, VIEW or "
+                         "MATERIALIZED VIEW")
         raise AssertionError("unreachable")
 
     def _parse_create_schema(self) -> ast.CreateSchema:
@@ -335,6 +337,26 @@ class DdlParser(RefreshParser):
         return self.expression(ast.CreateSink(
             this=name, source=source, into=into, path=path, cluster=cluster,
             exists=exists, options=options,
+        ))
+
+    def _parse_create_source(self) -> ast.CreateSource:
+        # Materialize's current syntax: multi-output generators need FOR ALL TABLES
+        # (the checks on kind and options are in mzflow.sources.loadgen).
+        exists = self._parse_exists(not_=True)
+        name = self._expect_object("source name")
+        cluster = self._parse_in_cluster()
+        if not self._match(TokenType.FROM):
+            self.raise_error("Expected FROM")
+        if not self._match_words("LOAD", "GENERATOR"):
+            self.raise_error("Expected LOAD GENERATOR: mzflow's only sources are load generators")
+        generator = self._expect_name("one of AUCTION, COUNTER or TPCH")
+        options: list[ast.Option] = []
+        if self._curr is not None and self._curr.token_type == TokenType.L_PAREN:
+            options = self._parse_wrapped_csv(self._parse_option)
+        all_tables = self._match_words("FOR", "ALL", "TABLES")
+        return self.expression(ast.CreateSource(
+            this=name, generator=generator, cluster=cluster, exists=exists,
+            options=options, all_tables=all_tables or None,
         ))
 
     # -- DROP ------------------------------------------------------------------

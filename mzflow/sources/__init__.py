@@ -1,0 +1,1 @@
+"""Sources: tables fed by their cluster (load generators, as in Materialize)."""
