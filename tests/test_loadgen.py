@@ -100,3 +100,13 @@ def test_tpch_snapshot_has_the_8_tables_and_steps_are_refresh_batches():
     assert new_keys.isdisjoint(g.step(2)["orders"].column("o_orderkey").to_pylist())
     custkeys = set(snapshot["customer"].column("c_custkey").to_pylist())
     assert set(batch["orders"].column("o_custkey").to_pylist()) <= custkeys
+
+
+def test_a_session_checks_the_statement_then_says_sources_are_not_fed_yet(tmp_path):
+    from mzflow.session.connection import connect
+
+    conn = connect(str(tmp_path / "home"))
+    with pytest.raises(InvalidOption, match="multi-output sources require"):
+        conn.execute("CREATE SOURCE a FROM LOAD GENERATOR AUCTION")
+    with pytest.raises(Unsupported, match="LOAD GENERATOR COUNTER is not supported yet"):
+        conn.execute("CREATE SOURCE c FROM LOAD GENERATOR COUNTER (TICK INTERVAL '1s')")
