@@ -51,8 +51,8 @@ def test_errors_go_to_stderr_with_position_and_exit_1(tmp_path: Path) -> None:
     script.write_text("CREATE CLUSTER ok;\nCREATE CLUSTR nope;\n")
     out = run(tmp_path, "sql", "-f", str(script))
     assert out.returncode == 1
-    assert ("ERROR: Expected CLUSTER, INDEX, SCHEMA, SINK, TABLE, VIEW or MATERIALIZED VIEW at "
-            "line 2, column 8") in out.stderr
+    assert ("ERROR: Expected CLUSTER, INDEX, SCHEMA, SINK, SOURCE, TABLE, VIEW or "
+            "MATERIALIZED VIEW at line 2, column 8") in out.stderr
     # The whole file is parsed before anything runs: nothing was created.
     assert "ok" not in run(tmp_path, "sql", "-c", "SHOW CLUSTERS").stdout
 

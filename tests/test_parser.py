@@ -54,7 +54,7 @@ def test_cluster_options_are_collected_not_judged() -> None:
     ("sql", "line", "column", "reason"),
     [
         ("CREATE CLUSTER", 1, 15, "Expected cluster name"),
-        ("CREATE FOO bar", 1, 8, "Expected CLUSTER, INDEX, SCHEMA, SINK, TABLE, VIEW"),
+        ("CREATE FOO bar", 1, 8, "Expected CLUSTER, INDEX, SCHEMA, SINK, SOURCE, TABLE, VIEW"),
         ("SHOW CLUSTERS;\nCREATE INDEX ON", 2, 16, "Expected table name but got end of input"),
         ("SELECT 1;\nSELECT 'abc", 2, 8, "unterminated quoted string"),
         ("SELECT a\n  FROM t\n  WHERE (", 3, 10, ""),
