@@ -110,3 +110,25 @@ def test_a_session_checks_the_statement_then_says_sources_are_not_fed_yet(tmp_pa
         conn.execute("CREATE SOURCE a FROM LOAD GENERATOR AUCTION")
     with pytest.raises(Unsupported, match="LOAD GENERATOR COUNTER is not supported yet"):
         conn.execute("CREATE SOURCE c FROM LOAD GENERATOR COUNTER (TICK INTERVAL '1s')")
+
+
+@pytest.mark.slow  # commits to Delta tables through the session's write path
+def test_a_retried_step_does_not_insert_twice(tmp_path):
+    from mzflow.session.connection import connect
+    from mzflow.sources import feed
+
+    conn = connect(str(tmp_path / "home"))
+    gen = _gen("CREATE SOURCE a FROM LOAD GENERATOR AUCTION FOR ALL TABLES")
+    names = {t: f"a_{t}" for t in gen.tables}
+    for sql in feed.create_tables_sql(gen, names):
+        conn.execute(sql)
+    expected = {t: 0 for t in gen.tables}
+    for step in (0, 1, 1, 2, 3, 3):  # steps 1 and 3 retried
+        feed.advance(conn.writes, "a", gen, names, step)
+    for step in (0, 1, 2, 3):
+        for t, data in gen.step(step).items():
+            expected[t] += data.num_rows
+    got = {t: conn.execute(f"SELECT count(*) FROM {names[t]}").rows[0][0] for t in gen.tables}
+    assert got == expected
+    bids = conn.execute("SELECT DISTINCT auction_id FROM a_bids ORDER BY 1").rows
+    assert bids == [(1,), (2,), (3,)]
