@@ -132,3 +132,38 @@ def test_a_retried_step_does_not_insert_twice(tmp_path):
     assert got == expected
     bids = conn.execute("SELECT DISTINCT auction_id FROM a_bids ORDER BY 1").rows
     assert bids == [(1,), (2,), (3,)]
+
+
+@pytest.mark.slow  # ticks a maintained view on Spark
+@pytest.mark.spark
+def test_a_maintained_view_over_generated_tables_equals_duckdb(tmp_path):
+    import duckdb
+
+    from mzflow.session.connection import connect
+    from mzflow.sources import feed
+
+    gen = _gen("CREATE SOURCE a FROM LOAD GENERATOR AUCTION FOR ALL TABLES")
+    names = {t: t for t in gen.tables}
+    view = ("SELECT u.org_id, count(*) AS n, sum(b.amount) AS total FROM bids b "
+            "JOIN users u ON u.id = b.buyer GROUP BY u.org_id")
+    db = duckdb.connect()
+    with connect(str(tmp_path / "home")) as conn:
+        conn.execute("CREATE CLUSTER work")
+        for sql in feed.create_tables_sql(gen, names):
+            conn.execute(sql)
+            db.execute(sql.replace("timestamp with time zone", "timestamptz"))
+        conn.execute(f"CREATE MATERIALIZED VIEW per_org IN CLUSTER work AS {view}")
+        for step in range(4):
+            feed.advance(conn.writes, "a", gen, names, step)
+            for t, data in gen.step(step).items():
+                db.register("batch", data)
+                db.execute(f"INSERT INTO {t} SELECT * FROM batch")
+                db.unregister("batch")
+            reports = conn.tick(cluster="work")
+            assert all(r.error is None for r in reports)
+            conn.execute("SET cluster = work; SET transaction_isolation = 'serializable'")
+            maintained = sorted(conn.execute("SELECT * FROM per_org").rows)
+            conn.execute("RESET transaction_isolation; SET cluster = default")
+            oracle = sorted(tuple(r) for r in db.execute(view).fetchall())
+            assert [tuple(int(v) for v in r) for r in maintained] == \
+                [tuple(int(v) for v in r) for r in oracle]
