@@ -191,8 +191,9 @@ def test_resumed_task_reports_the_answer_like_execute(monkeypatch: pytest.Monkey
 
 
 def test_resumed_task_fails_with_the_ticks_error() -> None:
-    import mzflow
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    import mzflow
 
     op = _operator(deferrable=True)
     failed = {"reports": [], "error": {"type": "Error", "code": "XX000",
@@ -207,3 +208,117 @@ def test_resumed_task_fails_with_the_ticks_error() -> None:
     with pytest.raises(AirflowSkipException, match="already up to date"):
         op.execute_complete(_context(op), {"status": "answer", "answer": {
             "reports": [_report(before=5, after=5)], "at": 42}}, REQUEST)
+
+
+# -- a real Airflow: api-server, scheduler, dag-processor and triggerer ------------------
+
+VIEW = ("CREATE MATERIALIZED VIEW j IN CLUSTER c AS SELECT t.k, sum(v) AS s, count(*) AS n "
+        "FROM t JOIN u ON t.k = u.k GROUP BY t.k")
+
+
+def _expected(t: list[tuple[int, int]], u: list[tuple[int, int]]) -> list[tuple[int, ...]]:
+    import duckdb
+
+    db = duckdb.connect()
+    db.execute("CREATE TABLE t (k int, v int); CREATE TABLE u (k int, w int)")
+    db.executemany("INSERT INTO t VALUES (?, ?)", t)
+    db.executemany("INSERT INTO u VALUES (?, ?)", u)
+    return [tuple(r) for r in db.execute(
+        "SELECT t.k, sum(v), count(*) FROM t JOIN u ON t.k = u.k GROUP BY t.k ORDER BY 1"
+    ).fetchall()]
+
+
+def _tis(server: Any, run_id: str) -> list[dict[str, Any]]:
+    from urllib.parse import quote
+
+    got = server.request("GET", f"/api/v2/dags/mzflow_c/dagRuns/{quote(run_id)}/taskInstances")
+    return [ti for ti in got["task_instances"] if ti["operator"] == "MzflowTickOperator"]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_tick_defers_on_the_warm_cluster_through_a_real_triggerer(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+    from multiprocessing.connection import Client
+
+    import mzflow
+    from mzflow_dev.airflow_server import AirflowServer, airflow_env
+
+    home = tmp_path / "home"
+    t_rows, u_rows = [(1, 10), (2, 20), (2, 5)], [(1, 100), (2, 200), (3, 300)]
+    values = lambda rows: ", ".join(f"({a}, {b})" for a, b in rows)  # noqa: E731
+    with mzflow.connect(str(home)) as conn:
+        conn.execute(f"CREATE CLUSTER c SIZE 'small'; CREATE TABLE t (k int, v int); "
+                     f"CREATE TABLE u (k int, w int); {VIEW}; "
+                     f"INSERT INTO t VALUES {values(t_rows)}; "
+                     f"INSERT INTO u VALUES {values(u_rows)}")
+    env = {**os.environ, "MZFLOW_HOME": str(home), "MZFLOW_CLUSTER_SPARK": "managed",
+           "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True"}
+    mzflow_cmd = str(Path(sys.executable).with_name("mzflow"))
+    started = subprocess.run([mzflow_cmd, "cluster", "start", "c"], capture_output=True,
+                             text=True, env=env, timeout=300)
+    assert started.returncode == 0, started.stderr
+    af = tmp_path / "airflow"
+    (af / "dags").mkdir(parents=True)
+    shutil.copy(Path(__file__).resolve().parents[1] / "dags" / "mzflow_catalog.py",
+                af / "dags")
+    server = None
+    try:
+        service_file = next((home / "clusters").glob("*/ticks.json"))
+        record = json.loads(service_file.read_text())
+        airflow = str(Path(sys.executable).parent / "airflow")
+        subprocess.run([airflow, "db", "migrate"], env=airflow_env(env, af), check=True,
+                       capture_output=True, timeout=600)
+        server = AirflowServer(af, env)
+        subprocess.run([sys.executable, "-m", "mzflow.cli", "airflow", "sync",
+                        "--airflow-home", str(af)], env=server.env, check=True,
+                       capture_output=True, timeout=120)
+        server.start(triggerer=True)
+        server.wait_for("the DAG", lambda: server.exists("/api/v2/dags/mzflow_c"), 300)
+        pool = server.request("GET", "/api/v2/pools/mzflow_c")
+        assert pool["include_deferred"] is True  # type: ignore[index]
+
+        # Keep the service busy with a caller that sends nothing: the tick handed to it
+        # waits, so the task stays deferred long enough to be seen (no timing).
+        busy = Client(("127.0.0.1", int(record["port"])),
+                      authkey=bytes.fromhex(record["key"]))
+        try:
+            run = server.request("POST", "/api/v2/dags/mzflow_c/dagRuns",
+                                 {"logical_date": None, "conf": {}})
+            run_id = run["dag_run_id"]  # type: ignore[index]
+            server.wait_for("the tick deferred", lambda: any(
+                ti["state"] == "deferred" for ti in _tis(server, run_id)), 600)
+            # The deferred tick holds its slot in the cluster's pool.
+            pool = server.request("GET", "/api/v2/pools/mzflow_c")
+            assert pool["deferred_slots"] == 1, pool  # type: ignore[index]
+            assert pool["open_slots"] == pool["slots"] - 1, pool  # type: ignore[index]
+        finally:
+            busy.close()
+        state = server.wait_for("the run", lambda: server.run_state("mzflow_c", run_id), 600)
+        assert state == "success", server.logs()
+        ticks = _tis(server, run_id)
+        assert [ti["state"] for ti in ticks] == ["success"]
+        xcom = server.request(
+            "GET", f"/api/v2/dags/mzflow_c/dagRuns/{run_id}/taskInstances/"
+            f"{ticks[0]['task_id']}/xcomEntries/return_value")
+        value = xcom["value"]  # type: ignore[index]
+        value = json.loads(value) if isinstance(value, str) else value
+        assert value["served_by"] == "tick service" and value["frontier_after"] > 0
+        # Its asset event carries the time reached, as without deferral.
+        events = server.request("GET", "/api/v2/assets/events?limit=100")
+        ats = [e["extra"].get("at") for e in events["asset_events"]  # type: ignore[index]
+               if e["source_run_id"] == run_id]
+        assert ats == [value["at"]]
+        # The service, not the worker, ticked it.
+        log = (service_file.parent / "server.log").read_text(errors="replace")
+        assert "tick service: ticked materialize.public.j" in log, log[-3000:]
+        with mzflow.connect(str(home)) as conn:
+            conn.execute("SET transaction_isolation = 'serializable'")
+            got = conn.execute("SELECT k, s, n FROM j ORDER BY k")
+        assert [tuple(int(x) for x in r) for r in got.rows] == _expected(t_rows, u_rows)
+    finally:
+        if server is not None:
+            server.stop()
+        subprocess.run([mzflow_cmd, "cluster", "stop", "c"], env=env, timeout=120)
