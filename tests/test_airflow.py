@@ -175,6 +175,16 @@ def test_pools_follow_create_alter_drop_cluster(home: Path, airflow_db: Path) ->
         got = _airflow_pools()
         assert {k: v for k, v in got.items() if k.startswith("mzflow_")} == {
             "mzflow_default": 2, "mzflow_a": 2, "mzflow_b": 4, "mzflow_handmade": 3}
+        # Deferred ticks keep their slot (issue 36, item 6); a pool made before that
+        # counted them is brought in line without a resize.
+        assert {p.pool: p.include_deferred for p in Pool.get_pools()
+                if p.pool.startswith("mzflow_")} == {
+            "mzflow_default": True, "mzflow_a": True, "mzflow_b": True,
+            "mzflow_handmade": False}
+        Pool.create_or_update_pool("mzflow_a", 2, "cluster a", include_deferred=False)
+        kept = pools.sync(conn.store.snapshot())
+        assert {c.pool: c.action for c in kept}["mzflow_a"] == "keep"
+        assert Pool.get_pool("mzflow_a").include_deferred  # type: ignore[union-attr]
         conn.execute("ALTER CLUSTER a SET (SIZE 'large'); CREATE CLUSTER c SIZE 'xsmall'")
         conn.execute("DROP CLUSTER b CASCADE")
         changes = pools.sync(conn.store.snapshot())

@@ -1,5 +1,9 @@
 """Airflow pools in step with the catalog's clusters: create, resize, delete.
 
+Every pool counts deferred tasks (``include_deferred``): a tick deferred while the
+cluster's warm tick service runs it (operators.py) still holds its slot, so one
+cluster's pool bounds its ticks whether they run in a worker or wait in the triggerer.
+
 Runs against the Airflow metadata database of ``$AIRFLOW_HOME`` (its configured
 ``sql_alchemy_conn``) through Airflow's own ``Pool`` model, outside any task — the
 way ``airflow pools set`` does it. Only pools this catalog created are ever deleted:
@@ -55,15 +59,18 @@ def sync(snap: Snapshot, dry_run: bool = False) -> list[PoolChange]:
     from airflow.utils.session import create_session
 
     with create_session() as session:
-        existing = {p.pool: (p.slots, p.description or "")
-                    for p in Pool.get_pools(session=session) if p.pool}
+        have = {p.pool: p for p in Pool.get_pools(session=session) if p.pool}
+        existing = {name: (p.slots, p.description or "") for name, p in have.items()}
         changes = plan(snap, existing)
         if dry_run:
             return changes
         for ch in changes:
-            if ch.action in (CREATE, RESIZE):
+            # A pool made before deferrable ticks counted only running tasks: it now
+            # counts deferred ones too, so a cluster's pool still bounds its ticks.
+            stale = ch.action == KEEP and not have[ch.pool].include_deferred
+            if ch.action in (CREATE, RESIZE) or stale:
                 Pool.create_or_update_pool(
-                    ch.pool, ch.slots, _description(snap, ch.pool), include_deferred=False,
+                    ch.pool, ch.slots, _description(snap, ch.pool), include_deferred=True,
                     session=session)
             elif ch.action == DELETE:
                 Pool.delete_pool(ch.pool, session=session)

@@ -107,7 +107,18 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     what ends the ping-pong between two clusters that read each other. The cluster's
     warm tick service runs the tick when there is one (clusters/tick_service.py): this
     task process then never imports the runtime."""
-    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+    request = tick_request(index, names, context, time_task_id, scope)
+    master = _spark_connection()
+    answer = _on_service(home, catalog_url, cluster, request, spark_master=master)
+    return tick_done(home, catalog_url, index, request, context, answer, master)
+
+
+def tick_request(index: str, names: list[str], context: Mapping[str, Any],
+                 time_task_id: str | None = None, scope: str = "") -> dict[str, Any]:
+    """The tick service's request for this task's tick (the time fixed: the run's
+    ``at``, or the run whose recorded time it ticks to); skips a run restricted to
+    other ``objects``."""
+    from airflow.sdk.exceptions import AirflowSkipException
 
     params = context["params"]
     wanted = params.get("objects") or []
@@ -116,14 +127,42 @@ def tick(home: str, catalog_url: str | None, index: str, names: list[str],
     at = (context["ti"].xcom_pull(task_ids=time_task_id) if time_task_id is not None
           else given_time(context))
     run = run_key(context, scope) if at is None else None
-    master = _spark_connection()
-    full_refresh = bool(params.get("full_refresh"))
-    answer = _on_service(home, catalog_url, cluster, {
-        "op": "tick", "object": index, "at": at, "run": run, "full_refresh": full_refresh,
-        "view_means_default_index": True}, spark_master=master)
+    return {"op": "tick", "object": index, "at": at, "run": run,
+            "full_refresh": bool(params.get("full_refresh")),
+            "view_means_default_index": True}
+
+
+def service_file(home: str, catalog_url: str | None, cluster: str | None) -> str | None:
+    """The record of ``cluster``'s running tick service (a deferred tick's trigger
+    calls it), or None: no service, or a configuration under which ticks do not run on
+    the managed servers (tick_service.ask's rules), or a ``mzflow_spark`` connection."""
+    if cluster is None or _spark_connection():
+        return None
+    from mzflow import config, errors
+    from mzflow.clusters import tick_service
+
+    try:
+        cfg = config.load(home, catalog_url=catalog_url)
+    except errors.Error:
+        return None
+    if cfg.cluster_spark != "managed" or cfg.spark_master != "local[*]":
+        return None
+    return tick_service.find_file(cfg.home, cfg.catalog_url, cluster)
+
+
+def tick_done(home: str, catalog_url: str | None, index: str, request: dict[str, Any],
+              context: Mapping[str, Any], answer: dict[str, Any] | None,
+              master: str | None = None) -> dict[str, Any]:
+    """Report the tick ``answer`` (a tick service's, directly or through a deferred
+    task's trigger); without one, tick in this task process. Log it, set the outlets'
+    asset events, return what it read and wrote; fail with the tick's error."""
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+    at, run, full_refresh = request["at"], request["run"], request["full_refresh"]
     served = answer is not None and "reports" in answer
     if answer is not None and served:
-        at = answer["at"]
+        # A failed tick's answer has no "at": its error is what the task reports.
+        at = answer.get("at", at)
         from mzflow.clusters import tick_service
 
         failure = tick_service.failure_of(answer)

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from mzflow.storage import commits
 
@@ -103,3 +103,58 @@ class TableWriteTrigger(BaseEventTrigger):
             await store.aset(STATE_KEY, version)
         except Exception:
             log.warning("mzflow: cannot record %s's version", self.table, exc_info=True)
+
+
+class TickTrigger(BaseTrigger):
+    """A deferred tick (operators.py, ``deferrable=True``): hands ``request`` to the
+    warm tick service whose record is ``service_file`` (clusters/tick_service.py) and
+    fires once with its answer, while no worker slot is held.
+
+    The service's protocol is one blocking request and answer (standard library
+    ``multiprocessing.connection``), so the call runs in a thread: the triggerer's
+    event loop never blocks. The service's key is read from its record (mode 0600)
+    here, never carried in the trigger's kwargs, which Airflow stores in its database.
+    A triggerer restarted mid-tick sends the request again: the request names a fixed
+    time (``at``, or the run whose recorded time the service reads), and a tick is one
+    Delta commit under txn id ``tick-<index>`` + time, so the second send finds the
+    work done. Fires ``{"status": "answer", "answer": …}``, or ``{"status":
+    "no_service"}`` when the service is gone or did not take the tick: the task then
+    ticks in the worker, as without deferral."""
+
+    def __init__(self, service_file: str, request: dict[str, Any]):
+        super().__init__()
+        self.service_file = service_file
+        self.request = request
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}",
+                {"service_file": self.service_file, "request": self.request})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from mzflow.clusters import tick_service
+
+        answer = await asyncio.to_thread(_ask_service, Path(self.service_file), self.request)
+        if answer is None or "not_mine" in answer:
+            log.info("mzflow: no tick service at %s took the tick", self.service_file)
+            yield TriggerEvent({"status": "no_service"})
+            return
+        failure = tick_service.failure_of(answer) if answer.get("error") else None
+        if failure is not None:
+            log.info("mzflow: the tick failed: %s", failure.message)
+        yield TriggerEvent({"status": "answer", "answer": answer})
+
+
+def _ask_service(service_file: Path, request: dict[str, Any]) -> dict[str, Any] | None:
+    """The service's answer; None when its record is gone or its process is."""
+    import json
+
+    from mzflow.clusters import tick_service
+    from mzflow.storage.processes import process_alive
+
+    try:
+        record = json.loads(service_file.read_text())
+    except (OSError, ValueError):
+        return None
+    if not process_alive(int(record.get("pid", 0))):
+        return None
+    return tick_service.call(record, request)

@@ -43,6 +43,16 @@ log = logging.getLogger("mzflow.tick_service")
 def find(home: Path, catalog_url: str, cluster: str) -> dict[str, Any] | None:
     """The running service of ``cluster`` (a name) in ``home``, if there is one that
     serves the same catalog."""
+    path = find_file(home, catalog_url, cluster)
+    try:
+        return None if path is None else dict(json.loads(Path(path).read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+def find_file(home: Path, catalog_url: str, cluster: str) -> str | None:
+    """Where :func:`find`'s service keeps its record (address and key): what a deferred
+    Airflow tick hands its trigger instead of the key itself (airflow/triggers.py)."""
     for path in (home / "clusters").glob(f"*/{SERVICE_FILE}"):
         try:
             record = json.loads(path.read_text())
@@ -50,7 +60,7 @@ def find(home: Path, catalog_url: str, cluster: str) -> dict[str, Any] | None:
             continue
         if (record.get("cluster") == cluster and record.get("catalog_url") == catalog_url
                 and process_alive(int(record.get("pid", 0)))):
-            return dict(record)
+            return str(path)
     return None
 
 
