@@ -267,8 +267,15 @@ def test_chromium_clicks_through_the_plugin_under_a_base_url(tmp_path: Path) -> 
     server = AirflowServer(af, {**os.environ, "MZFLOW_HOME": str(home)})
     root = server.base
     server.base = root + "/af"
+    # A real login, not AirflowServer's everyone-is-admin mode (whose middleware hands
+    # every request an admin token, so nothing could be refused).
+    (af / "passwords.json").write_text('{"admin": "s3cret"}')
     server.env.update({"AIRFLOW__API__BASE_URL": server.base + "/",
-                       "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{server.base}/execution/"})
+                       "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{server.base}/execution/",
+                       "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
+                       "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+                       "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE":
+                           str(af / "passwords.json")})
     airflow = str(Path(sys.executable).parent / "airflow")
     subprocess.run([airflow, "db", "migrate"], env=server.env, check=True,
                    capture_output=True, timeout=300)
@@ -277,9 +284,15 @@ def test_chromium_clicks_through_the_plugin_under_a_base_url(tmp_path: Path) -> 
                    capture_output=True, timeout=120)
     server.start()
     try:
+        server.wait_for("the api-server", lambda: urllib.request.urlopen(
+            server.base + "/api/v2/monitor/health", timeout=10).status == 200, 300)
+        token = server.request("POST", "/auth/token", {"username": "admin",
+                                                       "password": "s3cret"})
+        server._token = token["access_token"]  # type: ignore[index]
         server.wait_for("the DAG", lambda: server.exists("/api/v2/dags/mzflow_a"), 300)
-        run = server.request("POST", "/api/v2/dags/mzflow_a/dagRuns",
-                             {"logical_date": None, "conf": {}})
+        # Retried: on SQLite, the dag-processor's writes can lock the trigger out (500).
+        run = server.wait_for("a run of mzflow_a", lambda: server.request(
+            "POST", "/api/v2/dags/mzflow_a/dagRuns", {"logical_date": None, "conf": {}}), 120)
         state = server.wait_for("mzflow_a's run", lambda: server.run_state(
             "mzflow_a", run["dag_run_id"]), 600)  # type: ignore[index]
         assert state == "success", server.logs()
@@ -290,7 +303,10 @@ def test_chromium_clicks_through_the_plugin_under_a_base_url(tmp_path: Path) -> 
             assert refused.value.code == 401, path
 
         with chromium(browser_bin) as page:
-            page.goto(f"{server.base}/auth/token/login?next={server.base}/plugin/mzflow")
+            # Logged in as the UI is: Airflow's JWT in the _token cookie.
+            page.send("Network.setCookie", name="_token", value=server._token,
+                      url=root + "/", path="/")
+            page.goto(f"{server.base}/plugin/mzflow")
 
             def frame(suffix: str, text: str) -> str | None:
                 for f in page.frames()[1:]:
