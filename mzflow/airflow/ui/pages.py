@@ -34,7 +34,7 @@ def catalog_page(view: dict[str, Any]) -> str:
     clusters = [{**c, "name": _link(f"cluster/{quote(c['name'], safe='')}", c["name"]),
                  "dag": _link(f"../dags/{quote(c['dag'], safe='')}", c["dag"], top=True)}
                 for c in view["clusters"]]
-    return _page("mzflow catalog", _header(view) + (
+    return _page("mzflow catalog", "<h2>mzflow catalog</h2>" + _header(view) + (
         _table("Clusters", ["name", "size", "pool", "slots", "dag"], clusters, raw=True)
         + _table("Maintained indexes", INDEX_COLUMNS, view["indexes"])
         + _table("Data quality: expectation results", QUALITY_COLUMNS, view["quality"])
