@@ -6,7 +6,9 @@
 Builds the example catalog (conf/example/catalog.sql) in a temporary home, syncs the
 pools, starts a real Airflow (api-server, scheduler, dag-processor) on a temporary
 AIRFLOW_HOME, triggers the analytics cluster's DAG once through the REST API, and has
-headless Chromium capture the DAG, its graph and the pools page. Not run by the tests.
+headless Chromium capture the DAG, its graph, the pools page and the plugin's pages (the
+catalog, the DAG's "mzflow cluster" tab, a cluster's lag chart). Not run by the tests
+(tests/test_airflow_ui.py clicks through the plugin).
 """
 
 from __future__ import annotations
@@ -47,9 +49,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mzflow-screenshot-"))
     home, af = work / "home", work / "airflow"
     (af / "dags").mkdir(parents=True)
-    (af / "plugins").mkdir()
     shutil.copy(REPO / "dags" / "mzflow_catalog.py", af / "dags")
-    shutil.copy(REPO / "plugins" / "mzflow_plugin.py", af / "plugins")
     mz = [sys.executable, "-m", "mzflow.cli", "--home", str(home)]
     server = AirflowServer(af, {**os.environ, "MZFLOW_HOME": str(home)})
     subprocess.run(mz + ["sql", "-f", str(REPO / "conf" / "example" / "catalog.sql")],
@@ -75,7 +75,13 @@ def main() -> None:
                                      f"{quote(run_id, safe='')}", safe=":/"),
               out / "airflow-dag-run.png")
         shoot(browser, login + f"{server.base}/pools", out / "airflow-pools.png")
-        shoot(browser, f"{server.base}/mzflow/", out / "airflow-mzflow-catalog.png", 5000)
+        # The plugin inside Airflow's UI: Browse -> mzflow catalog, and the DAG's tab.
+        shoot(browser, login + f"{server.base}/plugin/mzflow", out / "airflow-mzflow-catalog.png")
+        shoot(browser, login + f"{server.base}/dags/mzflow_analytics/plugin/mzflow-cluster",
+              out / "airflow-mzflow-cluster.png")
+        # The cluster's page on its own, its lag chart at the top.
+        shoot(browser, login + f"{server.base}/mzflow/cluster/analytics",
+              out / "airflow-lag-chart.png", 5000)
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -754,19 +754,18 @@ def test_dag_test_ticks_run_on_the_clusters_warm_server(home: Path, airflow_db: 
 # -- the plugin's catalog view -----------------------------------------------------------
 
 
-def test_plugin_serves_a_catalog_view(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from fastapi.testclient import TestClient
+def test_plugin_serves_a_catalog_view(home: Path) -> None:
+    """The catalog view's data and page (its endpoints and their authentication:
+    tests/test_airflow_ui.py)."""
+    from mzflow.airflow.plugin import MzflowPlugin
+    from mzflow.airflow.ui import data, pages
 
-    from mzflow.airflow.plugin import MzflowPlugin, app
-
-    monkeypatch.setenv("MZFLOW_HOME", str(home))
-    client = TestClient(app)
-    view = client.get("/api/catalog").json()
+    view = data.catalog_view(str(home))
     assert {c["name"]: (c["pool"], c["slots"]) for c in view["clusters"]} == {
         "default": ("mzflow_default", 2), "a": ("mzflow_a", 2), "b": ("mzflow_b", 4)}
     m2 = next(i for i in view["indexes"] if i["index"] == "m2_primary_idx")
     assert (m2["on"], m2["cluster"], m2["upper"], m2["lag_ms"]) == ("m2", "a", 0, None)
-    page = client.get("/").text
+    page = pages.catalog_page(view)
     assert "Maintained indexes" in page and "m1_by_v" in page
     assert view["quality"] == []
     # Failure and quarantine counts per object with expectations.
@@ -777,11 +776,11 @@ def test_plugin_serves_a_catalog_view(home: Path, monkeypatch: pytest.MonkeyPatc
         conn.execute("INSERT INTO t VALUES (1, 5), (2, -1), (3, -2)")
         with pytest.raises(mzflow.Error):
             conn.execute("INSERT INTO t VALUES (500, 1)")
-    view = client.get("/api/catalog").json()
+    view = data.catalog_view(str(home))
     assert view["quality"] == [{"object": "t", "expectations": 2, "batches": 2,
                                 "failed_rows": 3, "rejected": 1, "quarantined_rows": 2,
                                 "in_quarantine": 2}]
-    assert "Data quality" in client.get("/").text
+    assert "Data quality" in pages.catalog_page(view)
     assert MzflowPlugin.fastapi_apps[0]["url_prefix"] == "/mzflow"
 
 

@@ -29,8 +29,7 @@ def _fresh(conn: mzflow.Connection) -> str:
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_lag_and_hydration_tables_after_ticks(conn: mzflow.Connection,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lag_and_hydration_tables_after_ticks(conn: mzflow.Connection) -> None:
     conn.execute("CREATE TABLE t (k int, v int)")
     conn.execute("CREATE TABLE other (x int)")
     conn.execute("CREATE MATERIALIZED VIEW m AS SELECT k, sum(v) AS s FROM t GROUP BY k")
@@ -65,15 +64,11 @@ def test_lag_and_hydration_tables_after_ticks(conn: mzflow.Connection,
     assert rows[0][2] < rows[1][2] <= dt.datetime.now(dt.UTC)
 
     # The plugin draws it: one chart for m's cluster, with m's line.
-    from fastapi.testclient import TestClient
+    from mzflow.airflow.ui import data, pages
 
-    from mzflow.airflow.plugin import app
-
-    monkeypatch.setenv("MZFLOW_HOME", str(conn.config.home))
-    client = TestClient(app)
-    view = client.get("/api/catalog").json()
+    view = data.catalog_view(str(conn.config.home))
     assert [(r["object"], r["cluster"]) for r in view["lag_history"]] == [
         ("m", "default"), ("m", "default")]
     assert view["lag_history"][0]["lag_s"] >= 1.5
-    page = client.get("/").text
+    page = pages.catalog_page(view)
     assert "<h4>cluster default</h4><svg" in page and "<polyline" in page

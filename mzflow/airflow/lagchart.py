@@ -8,7 +8,8 @@ import datetime as dt
 import html
 
 DAY = dt.timedelta(days=1)
-WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 760, 220, 56, 28, 12, 200
+WIDTH, HEIGHT, LEFT, BOTTOM, TOP, RIGHT = 780, 250, 72, 44, 12, 200
+TICKS = 4  # intervals on each axis
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
           "#17becf")
 
@@ -28,14 +29,32 @@ def svg(lines: dict[str, list[tuple[float, float]]], now: dt.datetime) -> str:
 
     start = now - DAY + dt.timedelta(seconds=x0)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             'font-family="sans-serif" font-size="11">',
+             'font-family="sans-serif" font-size="11" role="img" '
+             'aria-label="lag in seconds against time (UTC)">',
              f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="#fafafa" '
-             'stroke="#ccc"/>',
-             f'<text x="{LEFT - 4}" y="{TOP + 9}" text-anchor="end">{y1:.1f} s</text>',
-             f'<text x="{LEFT - 4}" y="{TOP + plot_h}" text-anchor="end">0 s</text>',
-             f'<text x="{LEFT}" y="{HEIGHT - 8}">{start:%H:%M:%S}</text>',
-             f'<text x="{LEFT + plot_w}" y="{HEIGHT - 8}" text-anchor="end">'
-             f'now ({now:%H:%M:%S} UTC)</text>']
+             'stroke="#ccc"/>']
+    # The y axis: lag in seconds, gridlines at quarters of the largest lag.
+    for q in range(TICKS + 1):
+        y = y1 * q / TICKS
+        py = TOP + plot_h - q / TICKS * plot_h
+        parts.append(f'<line x1="{LEFT - 4}" y1="{py:.1f}" x2="{LEFT + plot_w}" y2="{py:.1f}" '
+                     f'stroke="{"#999" if q == 0 else "#e4e4e4"}"/>'
+                     f'<text class="ytick" x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">'
+                     f'{y:.3g} s</text>')
+    # The x axis: wall-clock time (UTC), from the first tick shown to now.
+    span = max(x1 - x0, 1.0)
+    for q in range(TICKS + 1):
+        at = start + dt.timedelta(seconds=span * q / TICKS)
+        px = LEFT + q / TICKS * plot_w
+        anchor = "start" if q == 0 else "end" if q == TICKS else "middle"
+        parts.append(f'<line x1="{px:.1f}" y1="{TOP + plot_h}" x2="{px:.1f}" '
+                     f'y2="{TOP + plot_h + 4}" stroke="#999"/>'
+                     f'<text class="xtick" x="{px:.1f}" y="{TOP + plot_h + 16}" '
+                     f'text-anchor="{anchor}">{at:%H:%M:%S}</text>')
+    parts += [f'<text x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 4}" text-anchor="middle">'
+              f'time (UTC, {start:%Y-%m-%d})</text>',
+              f'<text x="12" y="{TOP + plot_h / 2:.0f}" text-anchor="middle" '
+              f'transform="rotate(-90 12 {TOP + plot_h / 2:.0f})">lag (s)</text>']
     for i, (name, pts) in enumerate(sorted(lines.items())):
         color = COLORS[i % len(COLORS)]
         path = " ".join(xy(x, y) for x, y in sorted(pts))

@@ -29,6 +29,9 @@ MODE_KEY, SECONDS_KEY, BATCH_KEY, ROWS_KEY, REASON_KEY = (
 DETAIL_KEY = "mzflow.strategy"
 EXECUTOR_KEY = "mzflow.executor"  # in process or Spark, and why (incremental/local/)
 JOBS_KEY = "mzflow.spark_jobs"  # Spark jobs the tick ran
+# Input rows the tick read (input_rows is the inputs' size, for the cost switch): the
+# plugin's tick history shows it.
+READ_KEY = "mzflow.rows_read"
 COLD_KEY = "mzflow.cold"  # the first tick: Spark and caches are cold, its cost says little
 # A state-mode tick that also timed a recompute it did not commit (R014 without losing
 # the state: a committed recompute would leave the state behind, and rebuilding it

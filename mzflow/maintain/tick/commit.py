@@ -16,6 +16,7 @@ from mzflow.incremental.decide import (
     JOBS_KEY,
     MEASURED_KEY,
     MODE_KEY,
+    READ_KEY,
     REASON_KEY,
     ROWS_KEY,
     SECONDS_KEY,
@@ -50,7 +51,8 @@ def ensure_shard(warehouse: Path, index: Item, columns: tuple[Column, ...]) -> I
 def metadata(d: Decision, since: int, batch_rows: int, n: Counters, seconds: float,
              described: str, spark_jobs: int | None) -> dict[str, str]:
     out = {MODE_KEY: str(Mode.REBUILD if d.rebuild else d.mode), SECONDS_KEY: f"{seconds:.3f}",
-           BATCH_KEY: str(batch_rows), ROWS_KEY: str(n.input_rows)}
+           BATCH_KEY: str(batch_rows), ROWS_KEY: str(n.input_rows),
+           READ_KEY: str(n.rows_read)}
     if spark_jobs is not None:
         out[JOBS_KEY] = str(spark_jobs)
     if since < 0:
