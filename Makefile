@@ -88,6 +88,7 @@ typecheck: install
 
 pytest: install
 	bash scripts/ensure-postgres.sh
+	bash scripts/ensure-chromium.sh
 	bash scripts/ensure-dbt.sh >/dev/null
 	MZFLOW_DIFF_SEED=$(DIFF_SEED) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 

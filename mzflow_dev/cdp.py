@@ -19,7 +19,7 @@ from typing import Any
 
 CHROMIUM = ("chromium-headless-shell", "chromium", "chromium-browser", "google-chrome")
 MISSING = ("no headless Chromium on PATH (looked for " + ", ".join(CHROMIUM) + "): "
-           "apt-get install chromium-headless-shell")
+           "run scripts/ensure-chromium.sh (make test does)")
 
 
 def find_chromium() -> str | None:
