@@ -31,15 +31,8 @@ from mzflow.errors import InvalidOption, SerializationFailure
 
 def _closure(live: Snapshot, names: set[str]) -> set[str]:
     """``names`` (qualified) and every live object that reads them, directly or not."""
-    by_name = {i.qualified_name: i for i in live.items}
-    todo = [by_name[n] for n in names if n in by_name]
-    out = {i.id: i for i in todo}
-    while todo:
-        for dep in live.dependents(todo.pop().id):
-            if dep.id not in out:
-                out[dep.id] = dep
-                todo.append(dep)
-    return {i.qualified_name for i in out.values()}
+    items = [i for i in live.items if i.qualified_name in names]
+    return {i.qualified_name for i in items + diff_mod.readers(live, items)}
 
 
 Step = tuple[str, exp.Expr | None]  # the SQL, and the file's own tree when it is one

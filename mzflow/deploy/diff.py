@@ -91,16 +91,23 @@ def _on_mv(snap: Snapshot, index: Item) -> bool:
     return on is not None and on.kind == MATERIALIZED_VIEW
 
 
-def _touched(snap: Snapshot, item: Item) -> tuple[str, ...]:
-    """Every live object that reads ``item``, directly or through others."""
+def readers(snap: Snapshot, items: list[Item]) -> list[Item]:
+    """Every object that reads one of ``items``, directly or through others (indexes
+    and sinks included), each once, in the order found."""
     seen: dict[str, Item] = {}
-    todo = [item.id]
+    todo = [i.id for i in items]
     while todo:
         for dep in snap.dependents(todo.pop()):
-            if dep.id not in seen and not (dep.kind == INDEX and dep.is_default_index):
+            if dep.id not in seen:
                 seen[dep.id] = dep
                 todo.append(dep.id)
-    return tuple(d.qualified_name for d in seen.values())
+    return list(seen.values())
+
+
+def _touched(snap: Snapshot, item: Item) -> tuple[str, ...]:
+    # A materialized view's own index comes and goes with it: not named apart.
+    return tuple(d.qualified_name for d in readers(snap, [item])
+                 if not (d.kind == INDEX and d.is_default_index))
 
 
 def _cluster_sql(c: Cluster) -> str:

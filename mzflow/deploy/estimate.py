@@ -29,19 +29,12 @@ class Hydration:
     seconds: float | None  # None: no recorded recompute to go by
 
 
-def _tables(snap: Snapshot, item: Item) -> set[tuple[str, str]]:
-    """(schema, name) of the tables ``item`` reads, through views and indexes."""
-    by_id = {i.id: i for i in snap.items}
-    out: set[tuple[str, str]] = set()
-    todo = [item]
-    while todo:
-        cur = todo.pop()
-        if cur.kind == TABLE:
-            out.add((cur.schema, cur.name))
-            continue
-        nxt = list(cur.depends_on) + ([cur.on_id] if cur.on_id else [])
-        todo += [by_id[i] for i in nxt if i in by_id]
-    return out
+def _tables(snap: Snapshot, index: Item) -> set[tuple[str, str]]:
+    """(schema, name) of the tables ``index`` reads, through views."""
+    from mzflow.maintain.freshness import base_tables
+
+    on = next(i for i in snap.items if i.id == index.on_id)
+    return {(t.schema, t.name) for t in ([on] if on.kind == TABLE else base_tables(snap, on))}
 
 
 def _rows(warehouse: Path, table: Item) -> int:
