@@ -172,6 +172,63 @@ def test_a_large_batch_runs_on_spark_and_a_small_one_in_process(tmp_path: Path) 
     assert got == want
 
 
+def test_a_top_k_whose_candidates_run_out_ranks_every_group_in_process(tmp_path: Path
+                                                                       ) -> None:
+    """A batch that changes every kept candidate (a large one, in practice) leaves the
+    top-k nothing to rank from: the process ranks every group of the state it holds,
+    as Spark ranks its scan of the state, instead of sending the tick to Spark."""
+    db = duckdb.connect()
+    view = ("SELECT a, sum(b) AS s FROM t GROUP BY a ORDER BY s DESC, a LIMIT 2")
+    with mzflow.connect(str(tmp_path / "h")) as conn:
+        conn.execute("ALTER SYSTEM SET tick_executor = 'local'")
+        conn.execute("ALTER SYSTEM SET recompute_share = 1000")
+        conn.execute("ALTER SYSTEM SET topk_margin = 1")  # 3 candidates kept
+        conn.execute("CREATE CLUSTER c")
+        for target in (conn, db):
+            target.execute("CREATE TABLE t (a int, b int)")
+            target.execute("INSERT INTO t SELECT x % 10, x FROM generate_series(1, 100) AS x")
+        conn.execute(f"CREATE MATERIALIZED VIEW v IN CLUSTER c AS {view}")
+        conn.tick(cluster="c")
+        executors = []
+        # every group the candidates hold loses most of its rows, so groups outside
+        # them (which only the state knows) rank first
+        for cut in ("a >= 7", "a IN (4, 5, 6)"):
+            for target in (conn, db):
+                target.execute(f"DELETE FROM t WHERE {cut} AND b > 10")
+            (report,) = conn.tick(cluster="c")
+            assert report.error is None, report.line()
+            executors.append(report.executor or "")
+            got = conn.execute("SET cluster = c; SELECT * FROM v").rows
+            assert sorted(got) == sorted(db.execute(view).fetchall()), cut
+    assert all(e.startswith("local") for e in executors), executors
+
+
+def test_a_refused_in_process_tick_decides_again_as_for_spark(tmp_path: Path) -> None:
+    """A join's batch of a tenth of its inputs stays incremental in process, but is a
+    recompute on Spark (join_recompute_share 0.01): when the process refuses the tick
+    (here an expression it cannot evaluate), the tick recomputes instead of running a
+    delta join of that size on Spark, and says why."""
+    with mzflow.connect(str(tmp_path / "h")) as conn:
+        conn.execute("CREATE CLUSTER c")
+        conn.execute("CREATE TABLE t (a int, s text)")
+        conn.execute("CREATE TABLE u (a int, e int)")
+        conn.execute("INSERT INTO t SELECT x, 'ab' FROM generate_series(1, 200) AS x")
+        conn.execute("INSERT INTO u SELECT x, x % 7 FROM generate_series(1, 200) AS x")
+        conn.execute("CREATE MATERIALIZED VIEW v IN CLUSTER c AS SELECT t.a, "
+                     "translate(t.s, 'a', 'x') AS w, u.e FROM t JOIN u ON t.a = u.a")
+        conn.tick(cluster="c")
+        conn.execute("INSERT INTO t SELECT x, 'ba' FROM generate_series(201, 240) AS x")
+        conn.execute("INSERT INTO u SELECT x, 1 FROM generate_series(201, 240) AS x")
+        (report,) = conn.tick(cluster="c")
+        got = conn.execute("SET cluster = c; SELECT count(*), count(*) FILTER "
+                           "(WHERE w = 'bx') FROM v").rows
+    assert report.strategy.startswith("recompute") and "R010" in report.strategy, (
+        report.line())
+    assert "[in process: " in report.strategy and "translate" in report.strategy, (
+        report.line())
+    assert got == [(240, 40)]
+
+
 _KILLER = """
 import os, signal, sys
 import mzflow

@@ -10,6 +10,7 @@ import random
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -50,17 +51,20 @@ def values(rows: list[tuple]) -> str:
 
 @pytest.fixture
 def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The state scans (every group ranked) ticks ran, by their state's version."""
+    """The ticks that ranked every group, by their state's version: a scan of the
+    state on Spark, or in process every group of the state held in memory."""
     seen: list[int] = []
-    scan = reduce_state.KeptState.scan
+    for name in ("scan", "every"):
+        original = getattr(reduce_state.KeptState, name)
 
-    def counted(self: reduce_state.KeptState, *args: object) -> object:
-        result = scan(self, *args)  # type: ignore[arg-type]
-        if result is not None:
-            seen.append(self.version or 0)
-        return result
+        def counted(self: reduce_state.KeptState, *args: object,
+                    original: Any = original) -> object:
+            result = original(self, *args)
+            if result is not None:
+                seen.append(self.version or 0)
+            return result
 
-    monkeypatch.setattr(reduce_state.KeptState, "scan", counted)
+        monkeypatch.setattr(reduce_state.KeptState, name, counted)
     return seen
 
 

@@ -120,7 +120,10 @@ def executor(f: Facts, t: Tuning, d: Decision) -> tuple[str, str]:
     small and the plan's operators and expressions all have an in-process path; else
     Spark, which also keeps the large work (recomputes, state rebuilds, first ticks)."""
     if d.mode == Mode.RECOMPUTE or d.rebuild or f.first:
-        return SPARK, "reads every input row"
+        # (and why the in-process executor refused this tick, when it tried)
+        tried = f.local_refusal or ""
+        return SPARK, "reads every input row" + (
+            f"; {tried}" if tried.startswith("in process:") else "")
     if t.tick_executor == SPARK:
         return SPARK, "tick_executor = 'spark'"
     if f.local_refusal is not None:

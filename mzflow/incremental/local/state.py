@@ -80,13 +80,27 @@ def run(flow: LocalFlow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptS
     changed = batch.column(KEY).combine_chunks().cast(pa.string())
     last = state.candidates() if ranking else None
     unchanged = ranking.unchanged(last, changed) if ranking else None
+    everything = None
     if ranking is not None and (last is None or unchanged is None):
-        raise NotLocal("a top-k whose candidates ran out ranks every group")
+        # The candidates ran out (a large batch changed most groups): rank every group,
+        # from the state held in memory, as the Spark path ranks its scan of the state.
+        everything = state.every()
+        if everything is None:
+            raise NotLocal("a top-k whose candidates ran out ranks every group, and the "
+                           "state is not held in memory")
     found = state.rows(changed if unchanged is None else pa.concat_arrays([changed, unchanged]))
     if found is None:
         found = batch.schema.empty_table()
     groups, old = merge(batch, found, keys, parts, changed, retracts)
     live = groups.filter(pc.not_equal(groups.column(ROWS), 0)) if keys else groups
+    if ranking is not None and everything is not None:
+        rest = everything.filter(pc.invert(pc.is_in(everything.column(KEY).cast(pa.string()),
+                                                    value_set=changed)))
+        rows = pa.concat_tables([rest.select(groups.column_names).cast(groups.schema), live])
+        rows = rows.append_column(KEPT, pa.array(np.zeros(rows.num_rows, np.bool_)))
+        # (unchanged 0, complete: the ranked rows are every group, as on Spark)
+        output, candidates = _rank(ranking, finalize(node, rows, (KEY, KEPT)), 0, True)
+        return StateResult(groups, None, full=True, candidates=candidates), output  # type: ignore[arg-type]
     if ranking is not None:
         assert last is not None and unchanged is not None
         kept = found.filter(pc.is_in(found.column(KEY), value_set=unchanged))

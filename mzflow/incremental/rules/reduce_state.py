@@ -110,6 +110,18 @@ class KeptState:
         STATE_ROWS_READ[0] += found.num_rows
         return found
 
+    def every(self) -> pa.Table | None:
+        """Every live group at the tick's start, when this process holds the state in
+        memory (None: it does not, or there is none)."""
+        if self.version is None:
+            return None
+        held = self.shard.newest(self.version)
+        if held is None:
+            return None
+        rows = held.every()
+        STATE_ROWS_READ[0] += rows.num_rows
+        return rows.drop_columns([c for c in (SEQ, GONE) if c in rows.column_names])
+
     def scan(self, spark: SparkSession, columns: Sequence[str]) -> DataFrame | None:
         """Every group's partials (a Spark read of the state's files), or None. The
         state is a log: the rows appended since its last overwrite (few, until
