@@ -24,6 +24,7 @@ from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
     SINK,
+    SOURCE,
     TABLE,
     VIEW,
     Item,
@@ -41,9 +42,10 @@ NAMES = {letter: name for name, letter in LETTERS.items()}
 
 # What each kind of object has privileges for (Materialize's all_object_privileges).
 _APPLICABLE = {TABLE: "arwd", VIEW: "r", MATERIALIZED_VIEW: "r", INDEX: "", SINK: "",
+               SOURCE: "r",
                "cluster": "UC", "schema": "UC", "database": "UC", "system": "RBN"}
 _ITEM_WORDS = {TABLE: "TABLE", VIEW: "VIEW", MATERIALIZED_VIEW: "MATERIALIZED VIEW",
-               INDEX: "INDEX", SINK: "SINK"}
+               INDEX: "INDEX", SINK: "SINK", SOURCE: "SOURCE"}
 
 
 # -- objects -----------------------------------------------------------------------

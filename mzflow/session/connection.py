@@ -38,6 +38,7 @@ from mzflow.session import access, explain, wiring
 from mzflow.session import describe as describe_mod
 from mzflow.session import params as params_mod
 from mzflow.session import show as show_mod
+from mzflow.session import sources as source_feed
 from mzflow.session import subscribe as subscribe_mod
 from mzflow.session import writes as tables
 from mzflow.session.result import Result, value_types
@@ -171,6 +172,10 @@ class Connection:
              at: int | None = None, *, full_refresh: bool = False) -> list[ticks.TickReport]:
         """Bring maintained indexes (all, one cluster's, or one object's) up to ``at``
         (default: every committed write); ``full_refresh`` recomputes them (R015)."""
+        if object is None:
+            # A cluster's tick first advances its sources one step, so that its
+            # indexes see the new rows; a given time (a run's) makes a retry a no-op.
+            source_feed.advance_all(self, cluster, at)
         snap = self.store.snapshot()
         if at is None:
             at = snap.read_ts
@@ -296,6 +301,8 @@ class Connection:
         transaction's reads and buffered INSERTs come here too, not only ``_dispatch``."""
         with names.using(self.vars.search_path()):
             self._checked = self._authorize(stmt)
+            if isinstance(stmt, _WRITES):  # a source's tables are its cluster's to write
+                source_feed.refuse_write(self._checked or self.store.snapshot(), stmt)
             try:
                 yield self._checked
             finally:
@@ -402,14 +409,7 @@ class Connection:
                       notices=ddl.create_sink(self.store, stmt, self.variable("cluster")))
 
     def _create_source(self, stmt: ast.CreateSource) -> Result:
-        # The generator and its options are checked (Materialize's errors); keeping its
-        # tables fed by the cluster's ticks is not built yet (issue 37, item 3).
-        from mzflow.sources import loadgen
-
-        gen = loadgen.of(stmt)
-        raise Unsupported(f"CREATE SOURCE … FROM LOAD GENERATOR {gen.kind} is not "
-                          "supported yet: mzflow parses and checks it, but no cluster "
-                          "feeds sources yet")
+        return source_feed.create(self, stmt)
 
     def _drop(self, stmt: ast.DropObjects) -> Result:
         before = self.store.snapshot().clusters
