@@ -292,3 +292,25 @@ def test_a_materialized_view_over_auction_equals_a_recompute_and_duckdb(
         norm = [[tuple(int(v) for v in r) for r in rows]
                 for rows in (maintained, recomputed, oracle)]
         assert norm[0] == norm[1] == norm[2]
+
+
+def test_every_tick_entry_point_advances_the_clusters_sources(conn: mzflow.Connection
+                                                              ) -> None:
+    """``mzflow tick``, the cluster's tick service (which Airflow's tasks ask) and an
+    Airflow run's time: one step per cluster tick, none more for the same run."""
+    from mzflow import cli
+    from mzflow.session import tick_server
+
+    conn.execute("CREATE SOURCE c IN CLUSTER work FROM LOAD GENERATOR COUNTER")
+    work = conn.store.snapshot().cluster_by_name("work").id
+    cli._tick(conn, "work", None, None)
+    assert len(_counter(conn)) == 1
+    tick_server.handle(conn, work, {"op": "tick", "object": None, "at": None})
+    assert len(_counter(conn)) == 2
+    at = conn.store.snapshot().read_ts
+    for _ in range(3):  # one run's tasks (or its retries) share its time
+        answer = tick_server.handle(conn, work, {"op": "tick", "object": None, "at": at})
+        assert "error" not in answer
+    assert _counter(conn) == [1, 2, 3]
+    cli._tick(conn, "default", None, None)  # another cluster's tick
+    assert len(_counter(conn)) == 3

@@ -172,10 +172,8 @@ class Connection:
              at: int | None = None, *, full_refresh: bool = False) -> list[ticks.TickReport]:
         """Bring maintained indexes (all, one cluster's, or one object's) up to ``at``
         (default: every committed write); ``full_refresh`` recomputes them (R015)."""
-        if object is None:
-            # A cluster's tick first advances its sources one step, so that its
-            # indexes see the new rows; a given time (a run's) makes a retry a no-op.
-            source_feed.advance_all(self, cluster, at)
+        if object is None:  # a cluster's tick: its sources first, so its indexes see them
+            self.feed_sources(cluster, at)
         snap = self.store.snapshot()
         if at is None:
             at = snap.read_ts
@@ -186,6 +184,11 @@ class Connection:
             with self._cluster_spark(snap, index):
                 reports.append(self._catch_up(snap, index, at, full_refresh=full_refresh))
         return reports
+
+    def feed_sources(self, cluster: str | None = None, at: int | None = None) -> None:
+        """Advance every source of ``cluster`` (None: all) one step: the start of a
+        cluster's tick. ``at``, a run's time, makes the same run's retry a no-op."""
+        source_feed.advance_all(self, cluster, at)
 
     def _catch_up(self, snap: Snapshot, index: Item, at: int, *, full_refresh: bool = False
                   ) -> ticks.TickReport:
