@@ -126,6 +126,14 @@ def test_show_sources_mz_sources_and_drop(conn: mzflow.Connection) -> None:
     assert columns == ["id", "oid", "schema_id", "name", "type", "connection_id", "size",
                        "envelope_type", "key_format", "value_format", "cluster_id",
                        "owner_id", "privileges", "create_sql", "redacted_create_sql"]
+    types = dict(conn.execute("SELECT name, type FROM mz_objects WHERE name IN ('a', 'c', "
+                              "'bids')").rows)
+    assert types == {"a": "source", "c": "source", "bids": "table"}
+    assert {"a", "c", "bids"} <= {r[0] for r in conn.execute("SHOW OBJECTS").rows}
+    # A source's owner holds what a source allows: SELECT, never INSERT.
+    acl = dict(conn.execute("SELECT name, privileges FROM mz_sources").rows)
+    assert acl["c"] == acl["a"] == "{u1=r/u1}"
+    assert "LOAD GENERATOR COUNTER" in conn.execute("SHOW CREATE SOURCE c").rows[0][1]
     conn.execute("CREATE VIEW big AS SELECT * FROM bids WHERE amount > 50")
     with pytest.raises(DependentObjects, match="still depended upon by catalog item"):
         conn.execute("DROP SOURCE a")

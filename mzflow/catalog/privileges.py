@@ -84,7 +84,8 @@ def database_object(name: str) -> Obj:
 def kind_of(snap: Snapshot, obj: Obj) -> str:
     """The object's kind: an item's (table, view…), else its type."""
     if obj[0] == "item":
-        return snap.item(obj[1]).kind
+        item = snap.item(obj[1])
+        return SOURCE if item.is_source else item.kind
     return obj[0]
 
 
@@ -95,7 +96,7 @@ def applicable(snap: Snapshot, obj: Obj) -> str:
 def type_word(snap: Snapshot, obj: Obj) -> str:
     """``TABLE``, ``CLUSTER``…: how Materialize's errors name the object's type."""
     if obj[0] == "item":
-        return _ITEM_WORDS[snap.item(obj[1]).kind]
+        return _ITEM_WORDS[kind_of(snap, obj)]
     return obj[0].upper()
 
 

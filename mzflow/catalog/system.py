@@ -22,6 +22,7 @@ from mzflow.catalog.model import (
     MATERIALIZED_VIEW,
     RELATION_KINDS,
     SINK,
+    SOURCE,
     TABLE,
     VIEW,
     Column,
@@ -160,7 +161,7 @@ def _column_rows(snap: Snapshot) -> list[Row]:
 def _object_rows(snap: Snapshot) -> list[Row]:
     from mzflow.catalog import privileges
 
-    return [(i.id, i.oid, snap.schema_id(i.schema), i.name, i.kind,
+    return [(i.id, i.oid, snap.schema_id(i.schema), i.name, SOURCE if i.is_source else i.kind,
              privileges.owner_of(snap, ("item", i.id)),
              str(i.cluster_id) if i.cluster_id is not None else None) for i in snap.items]
 

@@ -32,7 +32,7 @@ from mzflow.sql.parse import parse_one
 Rows = list[tuple[object, ...]]
 
 _LIST_KINDS = {"TABLES": (TABLE,), "VIEWS": (VIEW,), "MATERIALIZED VIEWS": (MATERIALIZED_VIEW,),
-               "OBJECTS": (TABLE, VIEW, MATERIALIZED_VIEW, SINK)}
+               "OBJECTS": (TABLE, VIEW, MATERIALIZED_VIEW, SINK, SOURCE)}
 _CREATE_KINDS = {"TABLE": TABLE, "VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW,
                  "INDEX": INDEX, "SINK": SINK, "SOURCE": SOURCE}
 
@@ -128,7 +128,8 @@ def _listed(snap: Snapshot, kind: str, stmt: ast.Show) -> list[Item]:
     schema = _listed_schema(snap, stmt)
     out: list[Item] = []
     for item in snap.items:
-        if item.kind not in kinds or item.schema != schema or item.is_source:
+        if item.kind not in kinds or item.schema != schema or (
+                item.is_source and SOURCE not in kinds):
             continue
         if cluster_id is not None and (
             item.kind != MATERIALIZED_VIEW
@@ -229,9 +230,10 @@ def _show_create(snap: Snapshot, kind_sql: str, name: names.Ref) -> tuple[list[s
     if item.kind != wanted and not (item.is_source and wanted == SOURCE) or (
             item.is_source and wanted != SOURCE):
         word = kind_sql.lower()
+        own = "source" if item.is_source else item.kind_word
         raise WrongObjectType(
             f"{item.qualified_name} is not a {word}",
-            hint=f"Use SHOW CREATE {item.kind_word.upper()} to show a {item.kind_word}.")
+            hint=f"Use SHOW CREATE {own.upper()} to show a {own}.")
     title = kind_sql.title()
     create_sql = item.create_sql
     if item.kind == TABLE and (snap.projections_on(item.id) or snap.expectations_on(item.id)):

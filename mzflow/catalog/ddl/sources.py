@@ -47,6 +47,8 @@ def create_source(store: Store, stmt: ast.CreateSource, session_cluster: str,
         explicit.set("this", normalize.qualified(name, schema))
         explicit.set("cluster", exp.to_identifier(cluster.name, quoted=True))
         explicit.set("exists", None)
+        if stmt.args.get("generator") is not None:  # as Materialize prints it: AUCTION
+            explicit.set("generator", exp.to_identifier(stmt.args["generator"].name.upper()))
         ts = w.allocate_ts()
         create_sql = normalize.sql(explicit)
         if len(outputs) == 1 and outputs[0][0] is None:
