@@ -322,3 +322,24 @@ def test_every_tick_entry_point_advances_the_clusters_sources(conn: mzflow.Conne
     assert _counter(conn) == [1, 2, 3]
     cli._tick(conn, "default", None, None)  # another cluster's tick
     assert len(_counter(conn)) == 3
+
+
+def test_a_clusters_dag_runs_on_its_sources_tick_interval(conn: mzflow.Connection) -> None:
+    """No write triggers a cluster that only reads its own sources: its DAG runs on
+    their TICK INTERVAL (a minute at least: cron's grain), its objects' policy first."""
+    from mzflow.airflow import graph
+
+    conn.execute("CREATE CLUSTER slow")
+    conn.execute("CREATE SOURCE c IN CLUSTER work FROM LOAD GENERATOR COUNTER "
+                 "(TICK INTERVAL '5 minutes')")
+    conn.execute("CREATE SOURCE d IN CLUSTER slow FROM LOAD GENERATOR COUNTER")
+    conn.execute("CREATE MATERIALIZED VIEW n IN CLUSTER work AS SELECT count(*) FROM c")
+    conn.execute("CREATE MATERIALIZED VIEW m IN CLUSTER slow WITH (REFRESH EVERY '1 day') "
+                 "AS SELECT count(*) FROM d")
+    dags = {d.cluster: d for d in graph.cluster_dags(conn.store.snapshot())}
+    assert dags["work"].refresh is not None
+    assert dags["work"].refresh.crons == ("*/5 * * * *",)
+    assert dags["slow"].refresh is not None and dags["slow"].refresh.crons != (
+        "* * * * *",)  # REFRESH EVERY keeps its own schedule
+    with pytest.raises(Error, match="TICK INTERVAL"):
+        conn.execute("CREATE SOURCE e FROM LOAD GENERATOR COUNTER (TICK INTERVAL '0s')")
