@@ -343,3 +343,14 @@ def test_a_clusters_dag_runs_on_its_sources_tick_interval(conn: mzflow.Connectio
         "* * * * *",)  # REFRESH EVERY keeps its own schedule
     with pytest.raises(Error, match="TICK INTERVAL"):
         conn.execute("CREATE SOURCE e FROM LOAD GENERATOR COUNTER (TICK INTERVAL '0s')")
+
+
+def test_a_deploy_plan_leaves_sources_alone(conn: mzflow.Connection) -> None:
+    from mzflow.deploy import plan
+
+    conn.execute("CREATE SOURCE c FROM LOAD GENERATOR COUNTER")
+    conn.execute(AUCTION)
+    made = plan.make(conn.store.snapshot(), conn.config.warehouse,
+                     "CREATE CLUSTER work; CREATE TABLE t (a int);")
+    assert [(c.action, c.name) for c in made.changes] == [
+        ("create", "materialize.public.t")]
