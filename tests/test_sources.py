@@ -354,3 +354,26 @@ def test_a_deploy_plan_leaves_sources_alone(conn: mzflow.Connection) -> None:
                      "CREATE CLUSTER work; CREATE TABLE t (a int);")
     assert [(c.action, c.name) for c in made.changes] == [
         ("create", "materialize.public.t")]
+
+
+def test_a_parquet_files_source_infers_types_and_evolves(conn: mzflow.Connection,
+                                                         tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    land = tmp_path / "land"
+    land.mkdir()
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int32()), "x": [0.5, 1.5]}),
+                   land / "a.parquet")
+    conn.execute(f"CREATE SOURCE p IN CLUSTER work FROM FILES '{land}' "
+                 "(FORMAT parquet) WITH (SCHEMA EVOLUTION = 'add columns')")
+    assert conn.execute("SHOW COLUMNS FROM p").rows == [
+        ("id", True, "integer", ""), ("x", True, "double precision", "")]
+    pq.write_table(pa.table({"id": pa.array([3], pa.int32()), "x": [2.5], "tag": ["new"]}),
+                   land / "b.parquet")
+    (land / "c.parquet").write_bytes(b"PAR1 not really parquet")
+    conn.tick(cluster="work")
+    want = Counter(duckdb.sql(f"SELECT id, x, tag FROM read_parquet('{land}/[ab].parquet', "
+                              "union_by_name = true)").fetchall())
+    assert _rows(conn, "p", ["id", "x", "tag"]) == want
+    history = _history(conn)
+    assert history["c.parquet"][0] == "failed" and history["b.parquet"][0] == "loaded"
