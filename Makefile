@@ -60,6 +60,12 @@ demo: install
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/landing.sql
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM customer_totals ORDER BY id"
+	@echo "== a load generator (AUCTION) feeding a maintained view: each tick of its cluster adds one step"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -f conf/example/loadgen.sql
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick --cluster analytics
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow tick --cluster analytics
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SELECT count(DISTINCT auctions.id) AS auctions, count(*) AS bids, sum(amount) AS total FROM auctions JOIN bids ON bids.auction_id = auctions.id"
+	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow sql -c "SET cluster = analytics; SELECT * FROM bids_per_org ORDER BY org_id"
 	@echo "== SUBSCRIBE: the totals after the first batch, then every change since"
 	MZFLOW_HOME=$(DEMO_HOME) $(VENV)/bin/mzflow subscribe "SUBSCRIBE customer_totals AS OF $$(cat $(DEMO_HOME)/after-first-batch) UP TO $$(($$(date +%s%3N) - 1))"
 	@echo "== a projection answers per-customer sums, kept right through the UPDATE and DELETE"

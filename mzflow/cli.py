@@ -334,6 +334,8 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
     reports = []
     status = Status()
     try:
+        if obj is None:  # a cluster's tick starts with its sources (session/sources.py)
+            conn.feed_sources(cluster)
         snap = conn.store.snapshot()
         indexes = ticks.indexes_to_tick(snap, cluster, obj)
         # One time for every index, as one conn.tick() call would pick.

@@ -28,7 +28,7 @@ def test_parse_counter_with_cluster_and_tick_interval():
 
 
 def test_parse_errors():
-    with pytest.raises(ParseError, match="LOAD GENERATOR"):
+    with pytest.raises(ParseError, match="LOAD GENERATOR or FILES"):
         parse_one("CREATE SOURCE c FROM KAFKA CONNECTION k")
     with pytest.raises(ParseError, match="Expected FROM"):
         parse_one("CREATE SOURCE c LOAD GENERATOR COUNTER")
@@ -102,14 +102,15 @@ def test_tpch_snapshot_has_the_8_tables_and_steps_are_refresh_batches():
     assert set(batch["orders"].column("o_custkey").to_pylist()) <= custkeys
 
 
-def test_a_session_checks_the_statement_then_says_sources_are_not_fed_yet(tmp_path):
+def test_a_session_checks_the_statement_before_creating_the_source(tmp_path):
     from mzflow.session.connection import connect
 
     conn = connect(str(tmp_path / "home"))
     with pytest.raises(InvalidOption, match="multi-output sources require"):
         conn.execute("CREATE SOURCE a FROM LOAD GENERATOR AUCTION")
-    with pytest.raises(Unsupported, match="LOAD GENERATOR COUNTER is not supported yet"):
-        conn.execute("CREATE SOURCE c FROM LOAD GENERATOR COUNTER (TICK INTERVAL '1s')")
+    assert conn.execute("SHOW SOURCES").rows == []
+    conn.execute("CREATE SOURCE c FROM LOAD GENERATOR COUNTER (TICK INTERVAL '1s')")
+    assert conn.execute("SHOW SOURCES").rows == [("c", "load-generator", "default", "")]
 
 
 @pytest.mark.slow  # commits to Delta tables through the session's write path

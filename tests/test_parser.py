@@ -59,7 +59,7 @@ def test_cluster_options_are_collected_not_judged() -> None:
         ("SELECT 1;\nSELECT 'abc", 2, 8, "unterminated quoted string"),
         ("SELECT a\n  FROM t\n  WHERE (", 3, 10, ""),
         ("DROP DATABASE x", 1, 6,
-         "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK, CLUSTER or SCHEMA"),
+         "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK, SOURCE, CLUSTER or SCHEMA"),
         ("CREATE MATERIALIZED TABLE t (a int)", 1, 21, "Expected VIEW after MATERIALIZED"),
         ("VACUUM t", 1, 1, "VACUUM is not supported"),
         ("CREATE VIEW v AS", 1, 17, "Expected a SELECT"),

@@ -209,8 +209,33 @@ def cluster_dags(snap: Snapshot) -> list[ClusterDag]:
         out.append(ClusterDag(cluster=cluster.name, dag_id=dag_id(cluster.name),
                               pool=pool_name(cluster.name),
                               slots=sizes.of_cluster(cluster.virtual, cluster.size).pool_slots,
-                              tasks=tuple(toposort(tasks)), refresh=cluster_schedule(snap, mine)))
+                              tasks=tuple(toposort(tasks)),
+                              refresh=cluster_schedule(snap, mine) or source_schedule(
+                                  snap, cluster.id)))
     return out
+
+
+def source_schedule(snap: Snapshot, cluster_id: int) -> refresh.Schedule | None:
+    """A cluster that feeds sources runs on their TICK INTERVAL (the shortest; a
+    minute at least, cron's grain; FROM FILES: every minute): their steps are what
+    would trigger it, so no write ever would."""
+    minutes = [_tick_minutes(s.create_sql) for s in snap.items
+               if s.is_source and s.cluster_id == cluster_id]
+    if not minutes:
+        return None
+    every = min(minutes)
+    return refresh.Schedule(crons=("* * * * *" if every <= 1 else f"*/{every} * * * *",))
+
+
+def _tick_minutes(create_sql: str) -> int:
+    from mzflow.catalog import intervals
+    from mzflow.sql.parse import parse_one
+
+    for option in parse_one(create_sql).args.get("options") or []:
+        value = option.args.get("value")
+        if option.name == "TICK INTERVAL" and value is not None:
+            return min(59, max(1, intervals.to_ms(str(value.name)) // 60_000))
+    return 1
 
 
 def cluster_schedule(snap: Snapshot, indexes: list[Item]) -> refresh.Schedule | None:

@@ -219,9 +219,15 @@ def _tick_here(home: str, catalog_url: str | None, index: str, at: int | None,
         if at is None:
             at = (runs.run_time(conn.store.engine, run, now_ms()) if run is not None
                   else conn.store.snapshot().read_ts)
+        name = ticks.default_index_name(conn.store.snapshot(), index)
         try:
-            found = conn.tick(object=ticks.default_index_name(conn.store.snapshot(), index),
-                              at=at, full_refresh=full_refresh)
+            # The cluster's sources advance once per run (its time keys the step).
+            snap = conn.store.snapshot()
+            for cluster_id in {i.cluster_id for i in ticks.indexes_to_tick(snap, None, name)}:
+                cluster = snap.cluster(cluster_id)
+                if cluster is not None:
+                    conn.feed_sources(cluster.name, at)
+            found = conn.tick(object=name, at=at, full_refresh=full_refresh)
         except ExpectationFailed as e:
             # A FAIL expectation: the same rows fail on every retry; fixing them helps.
             raise AirflowFailException(f"{index}: {e}\n{e.detail or ''}".strip()) from e

@@ -16,6 +16,11 @@ VIEW = "view"
 MATERIALIZED_VIEW = "materialized-view"
 INDEX = "index"
 SINK = "sink"
+# A multi-output source (mzflow/sources/): no relation itself; its data are tables whose
+# ``on_id`` is its id. A single-output source (COUNTER, FILES) is its own relation, as in
+# Materialize: a table whose ``on_id`` is its own id and whose create_sql is the
+# CREATE SOURCE (``Item.is_source``).
+SOURCE = "source"
 
 KIND_WORDS = {
     TABLE: "table",
@@ -23,6 +28,7 @@ KIND_WORDS = {
     MATERIALIZED_VIEW: "materialized view",
     INDEX: "index",
     SINK: "sink",
+    SOURCE: "source",
 }
 RELATION_KINDS = (TABLE, VIEW, MATERIALIZED_VIEW)
 
@@ -109,8 +115,9 @@ class Item:
     database: str = DATABASE
     columns: tuple[Column, ...] = ()
     definition: str | None = None  # the SELECT of a view, as written
-    cluster_id: int | None = None  # indexes, sinks, materialized views
-    on_id: str | None = None  # indexes: indexed object; sinks: exported object
+    cluster_id: int | None = None  # indexes, sinks, sources, materialized views
+    # indexes: indexed object; sinks: exported object; tables: the source feeding them
+    on_id: str | None = None
     keys: tuple[IndexKey, ...] = ()  # indexes
     depends_on: tuple[str, ...] = ()  # item ids this one reads
     is_default_index: bool = False
@@ -135,6 +142,10 @@ class Item:
             raise ValueError(f"unknown item kind {self.kind!r}")
         if self.kind in (INDEX, SINK) and self.on_id is None:
             raise ValueError(f"a {self.kind} needs the object it is on")
+
+    @property
+    def is_source(self) -> bool:
+        return self.kind == SOURCE or (self.kind == TABLE and self.on_id == self.id)
 
     @property
     def qualified_name(self) -> str:
@@ -249,6 +260,15 @@ class Snapshot:
                 return item
         return None
 
+    def source_of(self, table: Item) -> Item | None:
+        """The source feeding ``table``, if one does."""
+        if table.kind != TABLE or table.on_id is None:
+            return None
+        return next((i for i in self.items if i.id == table.on_id), None)
+
+    def tables_of(self, source_id: str) -> list[Item]:
+        return [i for i in self.items if i.kind == TABLE and i.on_id == source_id]
+
     def item(self, item_id: str) -> Item:
         for item in self.items:
             if item.id == item_id:
@@ -264,11 +284,12 @@ class Snapshot:
     def dependents(self, item_id: str) -> Iterator[Item]:
         """Items that read ``item_id`` directly (indexes and sinks on it included)."""
         for item in self.items:
-            if item_id in item.depends_on or item.on_id == item_id:
-                yield item
+            if (item_id in item.depends_on or item.on_id == item_id) and item.id != item_id:
+                yield item  # (a single-output source's on_id is its own id)
 
     def indexes_on(self, item_id: str) -> list[Item]:
         return [i for i in self.items if i.kind == INDEX and i.on_id == item_id]
 
     def in_cluster(self, cluster_id: int) -> list[Item]:
-        return [i for i in self.items if i.kind in (INDEX, SINK) and i.cluster_id == cluster_id]
+        return [i for i in self.items
+                if i.kind in (INDEX, SINK, SOURCE) and i.cluster_id == cluster_id]

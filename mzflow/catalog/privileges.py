@@ -24,6 +24,7 @@ from mzflow.catalog.model import (
     INDEX,
     MATERIALIZED_VIEW,
     SINK,
+    SOURCE,
     TABLE,
     VIEW,
     Item,
@@ -41,9 +42,10 @@ NAMES = {letter: name for name, letter in LETTERS.items()}
 
 # What each kind of object has privileges for (Materialize's all_object_privileges).
 _APPLICABLE = {TABLE: "arwd", VIEW: "r", MATERIALIZED_VIEW: "r", INDEX: "", SINK: "",
+               SOURCE: "r",
                "cluster": "UC", "schema": "UC", "database": "UC", "system": "RBN"}
 _ITEM_WORDS = {TABLE: "TABLE", VIEW: "VIEW", MATERIALIZED_VIEW: "MATERIALIZED VIEW",
-               INDEX: "INDEX", SINK: "SINK"}
+               INDEX: "INDEX", SINK: "SINK", SOURCE: "SOURCE"}
 
 
 # -- objects -----------------------------------------------------------------------
@@ -82,7 +84,8 @@ def database_object(name: str) -> Obj:
 def kind_of(snap: Snapshot, obj: Obj) -> str:
     """The object's kind: an item's (table, view…), else its type."""
     if obj[0] == "item":
-        return snap.item(obj[1]).kind
+        item = snap.item(obj[1])
+        return SOURCE if item.is_source else item.kind
     return obj[0]
 
 
@@ -93,7 +96,7 @@ def applicable(snap: Snapshot, obj: Obj) -> str:
 def type_word(snap: Snapshot, obj: Obj) -> str:
     """``TABLE``, ``CLUSTER``…: how Materialize's errors name the object's type."""
     if obj[0] == "item":
-        return _ITEM_WORDS[snap.item(obj[1]).kind]
+        return _ITEM_WORDS[kind_of(snap, obj)]
     return obj[0].upper()
 
 

@@ -22,6 +22,7 @@ from mzflow.catalog.model import (
     MATERIALIZED_VIEW,
     RELATION_KINDS,
     SINK,
+    SOURCE,
     TABLE,
     VIEW,
     Column,
@@ -102,11 +103,38 @@ def _sink_rows(snap: Snapshot) -> list[Row]:
             for i in snap.items if i.kind == SINK]
 
 
+def source_type(item: Item) -> str:
+    """mz_sources.type: Materialize's ``load-generator``; ``files`` for a landing folder
+    (Materialize has none)."""
+    return "load-generator" if " LOAD GENERATOR " in item.create_sql else "files"
+
+
+def _source_rows(snap: Snapshot) -> list[Row]:
+    from mzflow.catalog import privileges
+
+    acl: dict[str, list[str]] = {}
+    for obj, grantee, grantor, letters in privileges.held_rows(snap):
+        if obj[0] == "item":
+            acl.setdefault(obj[1], []).append(f"{grantee}={letters}/{grantor}")
+    out: list[Row] = []
+    for i in snap.items:
+        if not i.is_source:
+            continue
+        sql = normalize.humanize(i.create_sql)
+        # No envelope or formats: a generator's rows are no key/value encoding. (A
+        # redacted statement hides literals; a source's options hold no secret.)
+        out.append((i.id, i.oid, snap.schema_id(i.schema), i.name, source_type(i), None,
+                    None, "none", None, None, str(i.cluster_id),
+                    privileges.owner_of(snap, ("item", i.id)),
+                    "{" + ",".join(acl.get(i.id, [])) + "}", sql, sql))
+    return out
+
+
 def _kind_rows(kind: str) -> Callable[[Snapshot], list[Row]]:
     def rows(snap: Snapshot) -> list[Row]:
         out: list[Row] = []
         for i in snap.items:
-            if i.kind != kind:
+            if i.kind != kind or i.is_source:  # a single-output source: mz_sources'
                 continue
             schema_id = snap.schema_id(i.schema)
             if kind == VIEW:
@@ -133,7 +161,7 @@ def _column_rows(snap: Snapshot) -> list[Row]:
 def _object_rows(snap: Snapshot) -> list[Row]:
     from mzflow.catalog import privileges
 
-    return [(i.id, i.oid, snap.schema_id(i.schema), i.name, i.kind,
+    return [(i.id, i.oid, snap.schema_id(i.schema), i.name, SOURCE if i.is_source else i.kind,
              privileges.owner_of(snap, ("item", i.id)),
              str(i.cluster_id) if i.cluster_id is not None else None) for i in snap.items]
 
@@ -304,13 +332,14 @@ TABLES: dict[str, SystemTable] = {
             "modified_at timestamp with time zone, rows bigint null, bytes bigint, "
             "status text, error text null, table_version bigint null, "
             "loaded_at timestamp with time zone"), (), lambda snap: []),
-        # mzflow has no sources yet: Materialize's columns, no rows.
+        # Materialize's columns; privileges as its mz_aclitem[] prints them.
         SystemTable("mz_sources",
                     _cols("id text, oid integer, schema_id text, name text, type text, "
                           "connection_id text null, size text null, envelope_type text null, "
                           "key_format text null, value_format text null, "
-                          "cluster_id text null, owner_id text, create_sql text null"), (),
-                    lambda snap: []),
+                          "cluster_id text null, owner_id text, privileges text, "
+                          "create_sql text null, redacted_create_sql text null"), (),
+                    _source_rows),
     )
 }
 

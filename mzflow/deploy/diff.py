@@ -82,8 +82,11 @@ def _key(item: Item) -> tuple[str, str, str]:
 
 def _planned(snap: Snapshot) -> dict[tuple[str, str, str], Item]:
     # A materialized view's own index comes and goes with it: not an object of its own.
-    return {_key(i): i for i in snap.items if not (i.kind == INDEX and i.is_default_index
-                                                  and _on_mv(snap, i))}
+    # Sources and their tables are not planned yet (a desired file's CREATE SOURCE is
+    # listed as ignored): a plan neither creates nor drops them.
+    return {_key(i): i for i in snap.items
+            if not (i.kind == INDEX and i.is_default_index and _on_mv(snap, i))
+            and not i.is_source and snap.source_of(i) is None}
 
 
 def _on_mv(snap: Snapshot, index: Item) -> bool:

@@ -38,6 +38,7 @@ from mzflow.session import access, explain, wiring
 from mzflow.session import describe as describe_mod
 from mzflow.session import params as params_mod
 from mzflow.session import show as show_mod
+from mzflow.session import sources as source_feed
 from mzflow.session import subscribe as subscribe_mod
 from mzflow.session import writes as tables
 from mzflow.session.result import Result, value_types
@@ -171,6 +172,8 @@ class Connection:
              at: int | None = None, *, full_refresh: bool = False) -> list[ticks.TickReport]:
         """Bring maintained indexes (all, one cluster's, or one object's) up to ``at``
         (default: every committed write); ``full_refresh`` recomputes them (R015)."""
+        if object is None:  # a cluster's tick: its sources first, so its indexes see them
+            self.feed_sources(cluster, at)
         snap = self.store.snapshot()
         if at is None:
             at = snap.read_ts
@@ -181,6 +184,11 @@ class Connection:
             with self._cluster_spark(snap, index):
                 reports.append(self._catch_up(snap, index, at, full_refresh=full_refresh))
         return reports
+
+    def feed_sources(self, cluster: str | None = None, at: int | None = None) -> None:
+        """Advance every source of ``cluster`` (None: all) one step: the start of a
+        cluster's tick. ``at``, a run's time, makes the same run's retry a no-op."""
+        source_feed.advance_all(self, cluster, at)
 
     def _catch_up(self, snap: Snapshot, index: Item, at: int, *, full_refresh: bool = False
                   ) -> ticks.TickReport:
@@ -296,6 +304,8 @@ class Connection:
         transaction's reads and buffered INSERTs come here too, not only ``_dispatch``."""
         with names.using(self.vars.search_path()):
             self._checked = self._authorize(stmt)
+            if isinstance(stmt, _WRITES):  # a source's tables are its cluster's to write
+                source_feed.refuse_write(self._checked or self.store.snapshot(), stmt)
             try:
                 yield self._checked
             finally:
@@ -402,14 +412,7 @@ class Connection:
                       notices=ddl.create_sink(self.store, stmt, self.variable("cluster")))
 
     def _create_source(self, stmt: ast.CreateSource) -> Result:
-        # The generator and its options are checked (Materialize's errors); keeping its
-        # tables fed by the cluster's ticks is not built yet (issue 37, item 3).
-        from mzflow.sources import loadgen
-
-        gen = loadgen.of(stmt)
-        raise Unsupported(f"CREATE SOURCE … FROM LOAD GENERATOR {gen.kind} is not "
-                          "supported yet: mzflow parses and checks it, but no cluster "
-                          "feeds sources yet")
+        return source_feed.create(self, stmt)
 
     def _drop(self, stmt: ast.DropObjects) -> Result:
         before = self.store.snapshot().clusters

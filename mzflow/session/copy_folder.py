@@ -17,7 +17,7 @@ them again. Its tag counts the rows loaded.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +46,11 @@ _FILE_FAULTS = ("22", "23", "42804")
 
 
 def copy_folder(writes: TableWrites, name: exp.Table, target: str,
-                options: dict[str, Any]) -> WriteResult:
+                options: dict[str, Any], *, listed: list[landing.LandedFile] | None = None,
+                screen: Callable[[landing.LandedFile], Error | None] | None = None
+                ) -> WriteResult:
+    """``listed``: these files of the folder (None: every matching one); ``screen`` may
+    fail a file before it is read (a source's file whose columns do not fit)."""
     pattern = options.pop("pattern", None)
     snap = writes.store.snapshot()
     item = w_mod._table(snap, name)
@@ -58,7 +62,17 @@ def copy_folder(writes: TableWrites, name: exp.Table, target: str,
     landing.mark(writes.warehouse, item.id)
     done = landing.loaded(writes.warehouse, item.id)
     shard = Shard.shared(w_mod.shard_of(writes.warehouse, item).path)
-    new = [f for f in landing.matching(target, pattern) if f.identity not in done]
+    new = [f for f in (landing.matching(target, pattern) if listed is None else listed)
+           if f.identity not in done]
+    if screen is not None:
+        kept = []
+        for f in new:
+            fault = screen(f)
+            if fault is None:
+                kept.append(f)
+            else:
+                _failed(writes, item, f, fault, known_bad, stats)
+        new = kept
     # Files commit together in batches: a commit costs tens of milliseconds, a small
     # file's rows far less. An expectation judges a write's rows together, and a FAIL
     # fails the whole write: so that it fails one file alone (and a quarantine holds

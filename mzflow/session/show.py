@@ -17,6 +17,7 @@ from mzflow.catalog.model import (
     MATERIALIZED_VIEW,
     RELATION_KINDS,
     SINK,
+    SOURCE,
     TABLE,
     VIEW,
     Item,
@@ -31,9 +32,9 @@ from mzflow.sql.parse import parse_one
 Rows = list[tuple[object, ...]]
 
 _LIST_KINDS = {"TABLES": (TABLE,), "VIEWS": (VIEW,), "MATERIALIZED VIEWS": (MATERIALIZED_VIEW,),
-               "OBJECTS": (TABLE, VIEW, MATERIALIZED_VIEW, SINK)}
+               "OBJECTS": (TABLE, VIEW, MATERIALIZED_VIEW, SINK, SOURCE)}
 _CREATE_KINDS = {"TABLE": TABLE, "VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW,
-                 "INDEX": INDEX, "SINK": SINK}
+                 "INDEX": INDEX, "SINK": SINK, "SOURCE": SOURCE}
 
 
 def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
@@ -62,9 +63,8 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
         rows = privileges.show_rows(snap, stmt.args.get("on"), role_id)
     elif kind in ("SCHEMAS", "EXTENDED SCHEMAS"):
         columns, rows = _show_schemas(snap, stmt, extended=kind == "EXTENDED SCHEMAS")
-    elif kind == "SOURCES":  # mzflow has no sources yet
-        _listed_schema(snap, stmt)
-        columns, rows = ["name", "type", "cluster"], []
+    elif kind == "SOURCES":
+        columns, rows = _show_sources(snap, stmt)
     elif kind == "INDEXES":
         columns, rows = _show_indexes(snap, stmt)
     elif kind == "SINKS":
@@ -128,7 +128,8 @@ def _listed(snap: Snapshot, kind: str, stmt: ast.Show) -> list[Item]:
     schema = _listed_schema(snap, stmt)
     out: list[Item] = []
     for item in snap.items:
-        if item.kind not in kinds or item.schema != schema:
+        if item.kind not in kinds or item.schema != schema or (
+                item.is_source and SOURCE not in kinds):
             continue
         if cluster_id is not None and (
             item.kind != MATERIALIZED_VIEW
@@ -192,6 +193,21 @@ def _show_indexes(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     return columns, rows
 
 
+def _show_sources(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
+    """Materialize's columns: name, type, cluster, comment."""
+    schema = _listed_schema(snap, stmt)
+    cluster_id = _cluster_filter(snap, stmt)
+    rows: Rows = []
+    for source in snap.items:
+        if not source.is_source or source.schema != schema or (
+                cluster_id is not None and source.cluster_id != cluster_id):
+            continue
+        cluster = snap.cluster(source.cluster_id)
+        rows.append((source.name, system.source_type(source),
+                     cluster.name if cluster else None, snap.comment(source.id, 0) or ""))
+    return ["name", "type", "cluster", "comment"], rows
+
+
 def _show_sinks(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     schema = _listed_schema(snap, stmt)
     cluster_id = _cluster_filter(snap, stmt)
@@ -211,11 +227,13 @@ def _show_sinks(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
 def _show_create(snap: Snapshot, kind_sql: str, name: names.Ref) -> tuple[list[str], Rows]:
     item = names.resolve(snap, name)
     wanted = _CREATE_KINDS[kind_sql]
-    if item.kind != wanted:
+    if item.kind != wanted and not (item.is_source and wanted == SOURCE) or (
+            item.is_source and wanted != SOURCE):
         word = kind_sql.lower()
+        own = "source" if item.is_source else item.kind_word
         raise WrongObjectType(
             f"{item.qualified_name} is not a {word}",
-            hint=f"Use SHOW CREATE {item.kind_word.upper()} to show a {item.kind_word}.")
+            hint=f"Use SHOW CREATE {own.upper()} to show a {own}.")
     title = kind_sql.title()
     create_sql = item.create_sql
     if item.kind == TABLE and (snap.projections_on(item.id) or snap.expectations_on(item.id)):

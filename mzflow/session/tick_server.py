@@ -121,12 +121,19 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
         indexes = ticks.indexes_to_tick(snap, mine.name, obj)
         if obj is not None and any(i.cluster_id != cluster_id for i in indexes):
             return {"not_mine": f"{obj} is not maintained in cluster {mine.name}"}
+        # The cluster's sources advance first (session/sources.py): once per run (its
+        # time keys the step, so a run's other tasks and its retries add nothing), or
+        # once per cluster tick without one, before its time is picked.
         if request.get("at") is not None:
             at = int(request["at"])
+            conn.feed_sources(mine.name, at)
         elif request.get("run"):
             at = runs.run_time(conn.store.engine, request["run"], now_ms())
+            conn.feed_sources(mine.name, at)
         else:
-            at = snap.read_ts
+            if obj is None:
+                conn.feed_sources(mine.name)
+            at = conn.store.snapshot().read_ts
         for index in indexes:
             for report in conn.tick(object=index.name, at=at,
                                     full_refresh=bool(request.get("full_refresh"))):

@@ -23,13 +23,15 @@ def create_tables_sql(gen: Generator, names: dict[str, str]) -> list[str]:
             for t, cols in gen.tables.items()]
 
 
-def advance(writes: Appends, source_id: str, gen: Generator, names: dict[str, str],
-            step: int) -> int:
+def advance(writes: Appends, source_id: str, gen: Generator,
+            names: dict[str, str] | dict[str, exp.Table], step: int) -> int:
     """Commit step ``step``'s rows; each table's commit carries the txn id
     ``(source-<id>, step)``, so a retried step inserts nothing twice. Returns the rows
     the step generated (committed now or before)."""
     rows = 0
     for output, data in gen.step(step).items():
-        writes.append(exp.to_table(names[output]), data, (f"source-{source_id}", step))
+        name = names[output]
+        table = exp.to_table(name) if isinstance(name, str) else name
+        writes.append(table, data, (f"source-{source_id}", step))
         rows += data.num_rows
     return rows

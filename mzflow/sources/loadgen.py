@@ -118,6 +118,11 @@ def of(stmt: ast.CreateSource) -> Generator:
             raise InvalidOption(f"{name} specified more than once")
         value = option.args.get("value")
         values[name] = None if value is None else value.this
+    if values.get("TICK INTERVAL") is not None:
+        from mzflow.catalog import intervals
+
+        if intervals.to_ms(str(values["TICK INTERVAL"])) <= 0:
+            raise InvalidOption("TICK INTERVAL must be positive")
     if "SCALE FACTOR" in values and kind != "TPCH":
         raise InvalidOption("SCALE FACTOR is only valid for TPCH")
     sf = float(values.get("SCALE FACTOR") or 0.01)

@@ -66,16 +66,23 @@ class CreateView(exp.Expression):
 
 
 class CreateSource(exp.Expression):
-    """``CREATE SOURCE … FROM LOAD GENERATOR kind [(options)] [FOR ALL TABLES]``."""
+    """``CREATE SOURCE … FROM LOAD GENERATOR kind [(options)] [FOR ALL TABLES]``, or
+    ``CREATE SOURCE … FROM FILES '<folder>' (FORMAT …, PATTERN …) [(columns)]
+    [WITH (SCHEMA EVOLUTION = 'add columns')]``."""
 
-    # generator: COUNTER, AUCTION or TPCH; all_tables: FOR ALL TABLES was written
+    # generator: COUNTER, AUCTION or TPCH (None: FROM FILES, then ``files`` is the
+    # folder); all_tables: FOR ALL TABLES was written; columns: FROM FILES' column
+    # definitions; with_options: the WITH (…) list
     arg_types = {
         "this": True,
-        "generator": True,
+        "generator": False,
+        "files": False,
         "cluster": False,
         "exists": False,
         "options": False,
         "all_tables": False,
+        "columns": False,
+        "with_options": False,
     }
 
 

@@ -69,6 +69,19 @@ class MzGenerator(MaterializeGenerator):
                 f"{self.sql(e.args['source'])} INTO {self.sql(e.args['into']).upper()} "
                 f"{self.sql(e.args['path'])}{self._options(e)}")
 
+    def createsource_sql(self, e: ast.CreateSource) -> str:
+        exists = " IF NOT EXISTS" if e.args.get("exists") else ""
+        opts = e.args.get("options") or []
+        opt_sql = f" ({', '.join(self.sql(o) for o in opts)})" if opts else ""
+        head = f"CREATE SOURCE{exists} {self.sql(e.this)}{self._in_cluster(e)} FROM "
+        if e.args.get("generator") is not None:
+            tail = " FOR ALL TABLES" if e.args.get("all_tables") else ""
+            return f"{head}LOAD GENERATOR {self.sql(e.args['generator'])}{opt_sql}{tail}"
+        cols = e.args.get("columns")
+        col_sql = f" ({', '.join(self.sql(c) for c in cols)})" if cols else ""
+        with_opts = e.args.get("with_options") or []
+        with_sql = f" WITH ({', '.join(self.sql(o) for o in with_opts)})" if with_opts else ""
+        return f"{head}FILES {self.sql(e.args['files'])}{opt_sql}{col_sql}{with_sql}"
 
     def createtable_sql(self, e: ast.CreateTable) -> str:
         exists = " IF NOT EXISTS" if e.args.get("exists") else ""
@@ -209,6 +222,7 @@ class MzGenerator(MaterializeGenerator):
         ast.CreateIndex: createindex_sql,
         ast.CreateView: createview_sql,
         ast.CreateSink: createsink_sql,
+        ast.CreateSource: createsource_sql,
         ast.DropObjects: dropobjects_sql,
         ast.Show: mz_show_sql,
         ast.SetVariable: setvariable_sql,

@@ -34,6 +34,7 @@ SHOW_LISTS = (
 
 SHOW_CREATE_KINDS = (
     ("CLUSTER",),
+    ("SOURCE",),
     ("MATERIALIZED", "VIEW"),
     ("TABLE",),
     ("VIEW",),
@@ -252,8 +253,8 @@ class MzParser(RolesParser, SessionParser):
         if self._match(TokenType.CREATE):
             kind = self._match_any_words(SHOW_CREATE_KINDS)
             if kind is None:
-                self.raise_error("Expected CLUSTER, TABLE, VIEW, MATERIALIZED VIEW, INDEX or "
-                                 "SINK after SHOW CREATE")
+                self.raise_error("Expected CLUSTER, TABLE, VIEW, MATERIALIZED VIEW, INDEX, "
+                                 "SINK or SOURCE after SHOW CREATE")
             target = (self._expect_name("cluster name") if kind == "CLUSTER"
                       else self._expect_object())
             return self.expression(ast.Show(kind=f"CREATE {kind}", this=target))

@@ -25,6 +25,7 @@ DROP_KINDS = (
     ("SINK",),
     ("CLUSTER",),
     ("SCHEMA",),
+    ("SOURCE",),
 )
 # What ALTER … RENAME TO renames.
 RENAME_KINDS = DROP_KINDS[:5]
@@ -347,8 +348,11 @@ class DdlParser(RefreshParser):
         cluster = self._parse_in_cluster()
         if not self._match(TokenType.FROM):
             self.raise_error("Expected FROM")
+        if self._match_words("FILES"):
+            return self._parse_files_source(name, cluster, exists)
         if not self._match_words("LOAD", "GENERATOR"):
-            self.raise_error("Expected LOAD GENERATOR: mzflow's only sources are load generators")
+            self.raise_error("Expected LOAD GENERATOR or FILES: mzflow's sources are load "
+                             "generators and landing folders")
         generator = self._expect_name("one of AUCTION, COUNTER or TPCH")
         options: list[ast.Option] = []
         if self._curr is not None and self._curr.token_type == TokenType.L_PAREN:
@@ -359,14 +363,40 @@ class DdlParser(RefreshParser):
             options=options, all_tables=all_tables or None,
         ))
 
+    def _parse_files_source(self, name: exp.Table, cluster: exp.Identifier | None,
+                            exists: bool | None) -> ast.CreateSource:
+        """``FILES '<folder>' (FORMAT …, PATTERN …) [(columns)] [WITH (…)]``: the
+        checks on options are in mzflow.sources.files."""
+        path = self._parse_string()
+        if path is None:
+            self.raise_error("Expected the landing folder as a string after FILES")
+        options: list[ast.Option] = []
+        if self._curr is not None and self._curr.token_type == TokenType.L_PAREN:
+            options = self._parse_wrapped_csv(self._parse_option)
+        columns = None
+        if self._curr is not None and self._curr.token_type == TokenType.L_PAREN:
+            columns = self._parse_wrapped_csv(self._parse_column_def_only)
+        with_options = (self._parse_options() if self._match(TokenType.WITH, advance=False)
+                        else [])
+        return self.expression(ast.CreateSource(
+            this=name, files=path, cluster=cluster, exists=exists, options=options,
+            columns=columns, with_options=with_options or None,
+        ))
+
+    def _parse_column_def_only(self) -> exp.ColumnDef:
+        found = self._parse_field_def()
+        if not isinstance(found, exp.ColumnDef):
+            self.raise_error("Expected a column definition (name type)")
+        return found  # type: ignore[return-value]
+
     # -- DROP ------------------------------------------------------------------
 
     def _parse_mz_drop(self) -> ast.DropObjects:
         kind = self._match_any_words(DROP_KINDS)
         if kind is None:
             self.raise_error(
-                "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK, CLUSTER or SCHEMA after "
-                "DROP")
+                "Expected TABLE, VIEW, MATERIALIZED VIEW, INDEX, SINK, SOURCE, CLUSTER or SCHEMA "
+                "after DROP")
         exists = self._parse_exists()
         if kind == "CLUSTER":
             names: list[Any] = self._parse_csv(lambda: self._expect_name("cluster name"))

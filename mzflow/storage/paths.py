@@ -45,9 +45,16 @@ def copy_failures(warehouse: Path, table_id: str) -> Path:
     return warehouse / f"{table_id}.copy" / "failures.jsonl"
 
 
+def source_progress(warehouse: Path, source_id: str) -> Path:
+    """The last step a source's cluster committed (mzflow/session/sources.py; dropped
+    with the source)."""
+    return warehouse / f"{source_id}.source" / "progress.json"
+
+
 def of_item(warehouse: Path, item_id: str) -> list[Path]:
     """Every folder that is an item's own and goes when it is dropped: its shard (a
     table's or an index's), an index's state, a table's projections. (Arrangements are
     shared by a cluster and go with the last user: maintain/arrangements.py.)"""
     return [table(warehouse, item_id), state(warehouse, item_id),
-            projection(warehouse, item_id, "-").parent, copy_failures(warehouse, item_id).parent]
+            projection(warehouse, item_id, "-").parent, copy_failures(warehouse, item_id).parent,
+            source_progress(warehouse, item_id).parent]

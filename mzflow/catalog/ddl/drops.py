@@ -50,10 +50,19 @@ def drop(store: Store, stmt: ast.DropObjects, on_dropped: Dropped | None = None)
                     continue
                 raise UnknownObject(f"unknown catalog item '{names.written(target)}'")
             wanted = KINDS[kind_sql]
-            if item.kind != wanted:
+            if (item.is_source and kind_sql != "SOURCE") or (
+                    item.kind != wanted and not (item.is_source and kind_sql == "SOURCE")):
+                word = "source" if item.is_source else item.kind_word
                 raise WrongObjectType(
                     f"{item.qualified_name} is not a {KIND_WORDS[wanted]}",
-                    hint=f"Use DROP {item.kind_word.upper()} to remove a {item.kind_word}.")
+                    hint=f"Use DROP {word.upper()} to remove a {word}.")
+            feeding = w.snapshot.source_of(item)
+            if feeding is not None and feeding.id != item.id:
+                # Its rows are the source's to write: it goes with the source.
+                raise DependentObjects(
+                    f"cannot drop {item.qualified_name}: it is fed by source "
+                    f"'{feeding.qualified_name}'",
+                    hint=f"DROP SOURCE {feeding.name} drops it with the source")
             drop_items(w, [item], cascade=cascade)
         dropped = list(w.dropped)
     if on_dropped is not None and dropped:
@@ -72,8 +81,8 @@ def drop_items(w: Writer, targets: list[Item], *, cascade: bool) -> None:
             continue
         doomed[item.id] = item
         for dep in snap.dependents(item.id):
-            if dep.kind == INDEX and dep.on_id == item.id:
-                stack.append(dep)  # an object's own indexes always go with it
+            if dep.on_id == item.id and (dep.kind == INDEX or item.is_source):
+                stack.append(dep)  # an object's own indexes (a source's tables) go with it
             elif cascade:
                 stack.append(dep)
             elif dep.id not in doomed:

@@ -176,8 +176,10 @@ def add_column(store: Store, stmt: exp.Alter, add_to_shard: AddToShard) -> Notic
         version = item.version + 1
         column = Column(column.name, column.type, True, version_added=version)
         ts = w.allocate_ts()
-        create_sql = normalize.create_table_sql(item.name, item.columns + (column,),
-                                                item.partition_by, schema=item.schema)
+        # A single-output source's table keeps its CREATE SOURCE (its columns are the
+        # files', not the statement's).
+        create_sql = item.create_sql if item.is_source else normalize.create_table_sql(
+            item.name, item.columns + (column,), item.partition_by, schema=item.schema)
         w.add_column(item, column, f"u{w.next_id('global')}", create_sql)
         add_to_shard(item, column, ts)
         # The table's quarantine gains the column too: the rows it will hold have it.
