@@ -63,8 +63,12 @@ def _call(node: exp.Expr) -> tuple[str, list[exp.Expr]] | None:
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ANONYMOUS:
         return str(node.this).lower(), list(node.expressions)
     if isinstance(node, exp.Column) and not node.table and node.name in _BARE and (
-            (select := node.find_ancestor(exp.Select)) is not None
-            and not select.args.get("from_")):
+            not node.this.quoted) and (node.name == "current_role" or (
+                (select := node.find_ancestor(exp.Select)) is not None
+                and not select.args.get("from_"))):
+        # current_role is a reserved word: never a column (dbt-materialize's deploy
+        # macros compare role names with it in queries of mz_roles); ``user`` only
+        # without a FROM, where no column can be meant.
         return _BARE[node.name], []
     return None
 
