@@ -246,3 +246,23 @@ def test_what_deploy_await_reads_before_any_tick(admin: mzflow.Connection) -> No
     assert admin.execute(ready).rows == [("green", 0, 2, 0, 0, 1)]
     assert admin.execute("SELECT count(*) FROM "
                          "mz_internal.mz_cluster_replica_status_history").rows == [(0,)]
+
+
+def test_a_default_goes_with_its_schema_and_keeps_its_roles(admin: mzflow.Connection) -> None:
+    admin.execute("ALTER DEFAULT PRIVILEGES FOR ROLE dbt IN SCHEMA a GRANT SELECT ON TABLES "
+                  "TO reader; ALTER DEFAULT PRIVILEGES FOR ROLE other GRANT USAGE ON "
+                  "CLUSTERS TO PUBLIC")
+    with pytest.raises(mzflow.Error) as info:
+        admin.execute("DROP ROLE reader")
+    assert info.value.code == "2BP01"
+    assert "default privileges on new tables created by dbt in schema a for reader" in str(
+        info.value.detail)
+    fails(admin, "DROP ROLE other", "2BP01",
+          'role "other" cannot be dropped because some objects depend on it')
+    admin.execute("DROP SCHEMA a CASCADE; CREATE SCHEMA a")
+    assert [(d.role_id, d.object_type) for d in admin.store.snapshot().default_privileges] == [
+        (roles.find(admin.store.snapshot(), "other").id, "cluster")]  # type: ignore[union-attr]
+    admin.execute("DROP ROLE reader")  # nothing names it any more
+    admin.execute("ALTER DEFAULT PRIVILEGES FOR ROLE other REVOKE USAGE ON CLUSTERS FROM "
+                  "PUBLIC; DROP ROLE other")
+    assert admin.store.snapshot().default_privileges == ()

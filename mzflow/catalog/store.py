@@ -257,6 +257,9 @@ class Writer:
         t = migrations.schemas
         self.conn.execute(t.delete().where(t.c.id == schema_id))
         self.set_object_comment("schema", schema_id, None)
+        # its default privileges go with it (as PostgreSQL's and Materialize's do)
+        d = migrations.default_privileges
+        self.conn.execute(d.delete().where(d.c.schema_id == schema_id))
 
     def insert_item(self, item: Item, version: int = 0) -> None:
         self.dirty = True
