@@ -35,12 +35,18 @@ def test_lag_and_hydration_tables_after_ticks(conn: mzflow.Connection) -> None:
     conn.execute("CREATE MATERIALIZED VIEW m AS SELECT k, sum(v) AS s FROM t GROUP BY k")
     m = conn.store.snapshot().find("m")
     assert m is not None
-    assert conn.execute("SELECT * FROM mz_hydration_statuses").rows == [(m.id, False, None)]
+    # m's default index is in the default cluster (1): that cluster's one replica
+    (replica,), = conn.execute("SELECT id FROM mz_cluster_replicas WHERE cluster_id = 1").rows
+    assert conn.execute("SELECT * FROM mz_hydration_statuses").rows == [
+        (m.id, replica, False, None)]
+    global_lag = "SELECT object_id, lag FROM mz_internal.mz_wallclock_global_lag"
+    assert conn.execute(global_lag).rows == [(m.id, None)]
     assert _fresh(conn).startswith("Freshness: not hydrated")
     conn.execute("INSERT INTO t VALUES (1, 1)")
     conn.tick()  # hydrates m: its time is the hydration's, not a lag
-    (oid, hydrated, took), = conn.execute("SELECT * FROM mz_hydration_statuses").rows
+    (oid, _, hydrated, took), = conn.execute("SELECT * FROM mz_hydration_statuses").rows
     assert (oid, hydrated) == (m.id, True) and took > dt.timedelta(0)
+    assert conn.execute(global_lag).rows == [(m.id, dt.timedelta(0))]
     assert conn.execute("SELECT count(*) FROM mz_wallclock_lag_history").rows == [(0,)]
     assert "lag 0 s (no input written since)" in _fresh(conn)
 
@@ -50,6 +56,8 @@ def test_lag_and_hydration_tables_after_ticks(conn: mzflow.Connection) -> None:
     fresh = _fresh(conn)
     assert "an input was written since" in fresh
     assert float(fresh.split("lag ")[1].split(" s")[0]) >= 1.5
+    (_, lag), = conn.execute(global_lag).rows  # the same lag, as Materialize's table has it
+    assert lag >= dt.timedelta(seconds=1.5)
     conn.tick()
     assert "lag 0 s" in _fresh(conn)
     # A tick that brings in no write of m's inputs (only of another table): lag 0.

@@ -206,6 +206,27 @@ grants = sa.Table(
     sa.Column("privileges", sa.String(16), nullable=False),
 )
 
+# ALTER DEFAULT PRIVILEGES (v11): "" for no database or schema (a key column cannot be
+# NULL); role_id "p" for ALL ROLES.
+default_privileges = sa.Table(
+    "default_privileges", metadata,
+    sa.Column("role_id", sa.String(32), primary_key=True),
+    sa.Column("database_id", sa.String(32), primary_key=True),
+    sa.Column("schema_id", sa.String(32), primary_key=True),
+    sa.Column("object_type", sa.String(16), primary_key=True),
+    sa.Column("grantee", sa.String(32), primary_key=True),
+    sa.Column("privileges", sa.String(16), nullable=False),
+)
+
+# Comments on objects that are not items (v11): a schema's (COMMENT ON SCHEMA; dbt-
+# materialize's deploy_promote tags the schema it deployed).
+object_comments = sa.Table(
+    "object_comments", metadata,
+    sa.Column("object_type", sa.String(16), primary_key=True),
+    sa.Column("object_id", sa.String(64), primary_key=True),
+    sa.Column("comment", sa.Text, nullable=False),
+)
+
 
 # User schemas of the one database (v10). Items name theirs by name (items.schema_name).
 schemas = sa.Table(
@@ -316,6 +337,11 @@ def _v10_schemas(conn: Connection) -> None:
     conn.execute(meta.insert(), [{"key": "next_schema_id", "value": "4"}])
 
 
+def _v11_defaults(conn: Connection) -> None:
+    default_privileges.create(conn)
+    object_comments.create(conn)
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "initial catalog", _v1_initial),
     (2, "timestamps and frontiers", _v2_time),
@@ -327,6 +353,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (8, "run_times", lambda conn: run_times.create(conn)),
     (9, "roles and privileges", _v9_roles),
     (10, "schemas", _v10_schemas),
+    (11, "default privileges, object comments", _v11_defaults),
 )
 LATEST = MIGRATIONS[-1][0]
 

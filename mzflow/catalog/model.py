@@ -202,6 +202,20 @@ class Grant:
 
 
 @dataclass(frozen=True)
+class DefaultPrivilege:
+    """ALTER DEFAULT PRIVILEGES: what ``grantee`` gets on each object of ``object_type``
+    (table, schema, cluster, database) that ``role_id`` creates ("p": any role), in
+    ``schema_id`` or ``database_id`` if given (catalog/default_privileges.py)."""
+
+    role_id: str
+    database_id: str | None
+    schema_id: str | None
+    object_type: str
+    grantee: str
+    privileges: str
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """The whole catalog at one ``version`` (bumped by every DDL transaction)."""
 
@@ -218,6 +232,9 @@ class Snapshot:
     roles: tuple[Role, ...] = ()
     grants: tuple[Grant, ...] = ()
     owners: tuple[tuple[str, str, str], ...] = ()  # (object type, object id, role id)
+    default_privileges: tuple[DefaultPrivilege, ...] = ()
+    # (object type, object id, text) of objects that are not items: schemas'
+    object_comments: tuple[tuple[str, str, str], ...] = ()
     schemas: tuple[Schema, ...] = (PUBLIC,)
 
     def schema_named(self, name: str) -> Schema | None:

@@ -8,6 +8,8 @@ calls them). Visibility and the ``reg*`` types depend on the search path, which 
 
 from __future__ import annotations
 
+import datetime as dt
+
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -56,6 +58,7 @@ class CatalogFunctions:
         self.path = search_path
         self.by_oid = {i.oid: i for i in snap.items}
         self._system: dict[tuple[str, str], int] | None = None
+        self.now = dt.datetime.now(dt.UTC)  # now(): the statement's time
 
     @property
     def system(self) -> dict[tuple[str, str], int]:
@@ -64,6 +67,14 @@ class CatalogFunctions:
         return self._system
 
     # -- pg_catalog functions ---------------------------------------------------------
+
+    def aclexplode(self, items: list[str] | None) -> list[dict[str, object]]:
+        """``mz_aclexplode(mz_aclitem[])``: a row per privilege (catalog/privileges.py)."""
+        from mzflow.catalog import privileges
+
+        return [{"grantor": grantor, "grantee": grantee, "privilege_type": kind,
+                 "is_grantable": grantable}
+                for grantor, grantee, kind, grantable in privileges.explode(items)]
 
     def format_type(self, oid: int | None, typmod: int | None) -> str | None:
         return pg_types.format_type(oid, typmod)

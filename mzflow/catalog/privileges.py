@@ -297,3 +297,28 @@ def _show_names(snap: Snapshot, obj: Obj) -> tuple[str | None, str | None, str |
     if kind == "system":
         return None, None, None, kind
     return None, None, name_of(snap, obj), kind
+
+
+# -- ACL items (mz_aclitem) ------------------------------------------------------------
+
+
+def aclitems(snap: Snapshot, obj: Obj) -> list[str]:
+    """``obj``'s privileges as Materialize's ``mz_aclitem[]`` prints them:
+    ``grantee=letters/grantor`` by role id, PUBLIC's grantee empty (``=U/u1``)."""
+    out = []
+    for held, grantee, grantor, letters in held_rows(snap):
+        if held == obj and letters:
+            out.append(f"{'' if grantee == roles.PUBLIC_ID else grantee}={letters}/{grantor}")
+    return out
+
+
+def explode(items: list[str] | None) -> list[tuple[str, str, str, bool]]:
+    """``mz_aclexplode``: (grantor, grantee, privilege_type, is_grantable) per privilege
+    of each item, in order; PUBLIC's grantee is ``p``, its role id."""
+    out: list[tuple[str, str, str, bool]] = []
+    for item in items or []:
+        grantee, _, rest = item.partition("=")
+        letters, _, grantor = rest.partition("/")
+        for letter in letters:
+            out.append((grantor, grantee or roles.PUBLIC_ID, NAMES[letter], False))
+    return out

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from mzflow import caches
-from mzflow.catalog import data_version, migrations, roles
+from mzflow.catalog import data_version, default_privileges, migrations, roles
 from mzflow.catalog.model import (
     Cluster,
     Column,
@@ -209,6 +209,8 @@ class Writer:
             id=cluster.id, name=cluster.name, virtual=cluster.virtual, size=cluster.size,
             spark=cluster.spark))
         roles.set_owner(self.conn, "cluster", str(cluster.id), self.owner)
+        default_privileges.apply(self.conn, self.snapshot, ("cluster", str(cluster.id)),
+                                 "cluster", self.owner, "UC")
 
     def update_cluster(self, cluster: Cluster) -> None:
         self.dirty = True
@@ -247,11 +249,17 @@ class Writer:
         self.dirty = True
         self.conn.execute(migrations.schemas.insert().values(
             id=schema.id, oid=schema.oid, database_name=schema.database, name=schema.name))
+        default_privileges.apply(self.conn, self.snapshot, ("schema", schema.id), "schema",
+                                 self.owner, "UC")
 
     def delete_schema(self, schema_id: str) -> None:
         self.dirty = True
         t = migrations.schemas
         self.conn.execute(t.delete().where(t.c.id == schema_id))
+        self.set_object_comment("schema", schema_id, None)
+        # its default privileges go with it (as PostgreSQL's and Materialize's do)
+        d = migrations.default_privileges
+        self.conn.execute(d.delete().where(d.c.schema_id == schema_id))
 
     def insert_item(self, item: Item, version: int = 0) -> None:
         self.dirty = True
@@ -265,6 +273,7 @@ class Writer:
             since_ts=item.since_ts,
         ))
         roles.set_owner(self.conn, "item", item.id, self.owner)
+        default_privileges.apply_to_item(self.conn, self.snapshot, item, self.owner)
         self.conn.execute(m.collection_ids.insert().values(
             item_id=item.id, global_id=item.global_id, version=version))
         self._write_columns(item)
@@ -347,6 +356,15 @@ class Writer:
         self.conn.execute(t.delete().where((t.c.item_id == item_id) & (t.c.sub == sub)))
         if text is not None:
             self.conn.execute(t.insert().values(item_id=item_id, sub=sub, comment=text))
+
+    def set_object_comment(self, object_type: str, object_id: str, text: str | None) -> None:
+        self.dirty = True
+        t = migrations.object_comments
+        self.conn.execute(t.delete().where((t.c.object_type == object_type)
+                                           & (t.c.object_id == object_id)))
+        if text is not None:
+            self.conn.execute(t.insert().values(object_type=object_type, object_id=object_id,
+                                                comment=text))
 
     def set_setting(self, name: str, value: str | None) -> None:
         self.dirty = True
@@ -463,7 +481,11 @@ def _load(conn: Connection, version: int) -> Snapshot:
         sa.select(m.meta.c.value).where(m.meta.c.key == "installation_id")).scalar_one()
     schemas = tuple(Schema(id=r.id, oid=r.oid, name=r.name, database=r.database_name)
                     for r in conn.execute(sa.select(m.schemas).order_by(m.schemas.c.oid)))
-    return Snapshot(**roles.load(conn),
+    object_comments = tuple((r.object_type, r.object_id, r.comment) for r in conn.execute(
+        sa.select(m.object_comments).order_by(m.object_comments.c.object_type,
+                                              m.object_comments.c.object_id)))
+    return Snapshot(**roles.load(conn), default_privileges=default_privileges.load(conn),
+                    object_comments=object_comments,
                     version=version, clusters=clusters, items=items, settings=settings,
                     schemas=schemas,
                     collection_ids=collection_ids, installation_id=installation_id,

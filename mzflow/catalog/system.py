@@ -81,10 +81,15 @@ def _definition(item: Item) -> str:
 
 
 def _clusters(snap: Snapshot) -> list[Row]:
+    from mzflow.catalog import privileges
+
     out: list[Row] = []
     for c in snap.clusters:
         size = sizes.of_cluster(c.virtual, c.size)
-        out.append((c.id, c.name, c.virtual, c.size, size.pool_slots, c.spark))
+        obj = privileges.cluster_object(c.id)
+        # managed, with one replica: Materialize's managed cluster of replication factor 1
+        out.append((c.id, c.name, c.virtual, c.size, size.pool_slots, c.spark, True, 1,
+                    privileges.owner_of(snap, obj), privileges.aclitems(snap, obj)))
     return out
 
 
@@ -168,8 +173,13 @@ def _object_rows(snap: Snapshot) -> list[Row]:
 
 def _schema_rows(snap: Snapshot) -> list[Row]:
     """The system schemas belong to no database (Materialize's ambient schemas)."""
-    system = [(sid, oid, None, name) for name, (sid, oid) in names.SYSTEM_SCHEMAS.items()]
-    return system + [(s.id, s.oid, names.DATABASE_ID, s.name) for s in snap.schemas]
+    from mzflow.catalog import privileges, roles
+
+    system: list[Row] = [(sid, oid, None, name, roles.MATERIALIZE_ID, [])
+                         for name, (sid, oid) in names.SYSTEM_SCHEMAS.items()]
+    return system + [(s.id, s.oid, names.DATABASE_ID, s.name,
+                      privileges.owner_of(snap, ("schema", s.id)),
+                      privileges.aclitems(snap, ("schema", s.id))) for s in snap.schemas]
 
 
 def _database_rows(snap: Snapshot) -> list[Row]:
@@ -187,8 +197,12 @@ def _frontier_rows(snap: Snapshot) -> list[Row]:
 
 def _comment_rows(snap: Snapshot) -> list[Row]:
     kinds = {i.id: i.kind for i in snap.items}
-    return [(item_id, kinds.get(item_id), sub or None, text, sub or None)
-            for item_id, sub, text in snap.comments]
+    schemas = {s.id for s in snap.schemas}
+    rows: list[Row] = [(item_id, kinds.get(item_id), sub or None, text, sub or None)
+                       for item_id, sub, text in snap.comments]
+    return rows + [
+        (object_id, kind, None, text, None) for kind, object_id, text in snap.object_comments
+        if kind == "schema" and object_id in schemas]
 
 
 def projection_kind(query: str) -> str:
@@ -218,8 +232,11 @@ def _expectation_rows(snap: Snapshot) -> list[Row]:
 TABLES: dict[str, SystemTable] = {
     t.name: t
     for t in (
+        # managed … privileges: Materialize's columns that dbt-materialize's deploy_init reads.
         SystemTable("mz_clusters", _cols("id bigint, name text"),
-                    _cols("virtual boolean, size text null, pool_slots integer, spark text null"),
+                    _cols("virtual boolean, size text null, pool_slots integer, "
+                          "spark text null, managed boolean, replication_factor integer, "
+                          "owner_id text, privileges mz_aclitem[]"),
                     _clusters),
         # refresh: the REFRESH policy as SQL (catalog/refresh.py; mzflow's column).
         SystemTable("mz_indexes",
@@ -296,8 +313,8 @@ TABLES: dict[str, SystemTable] = {
                     _cols("object_id text, lag interval, occurred_at timestamp with time zone"),
                     (), lambda snap: []),
         SystemTable("mz_hydration_statuses",
-                    _cols("object_id text, hydrated boolean, hydration_time interval null"),
-                    (), lambda snap: []),
+                    _cols("object_id text, replica_id text, hydrated boolean, "
+                          "hydration_time interval null"), (), lambda snap: []),
         # Read holds (catalog/holds.py), kept by the catalog store outside the snapshot:
         # a read source fills them in (read/sources.py). Expired holds stay listed
         # until a compaction drops them.
@@ -320,8 +337,8 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_collection_ids", _cols("item_id text, global_id text, version integer"),
                     (), _collection_rows),
         SystemTable("mz_schemas",
-                    _cols("id text, oid integer, database_id text null, name text"), (),
-                    _schema_rows),
+                    _cols("id text, oid integer, database_id text null, name text"),
+                    _cols("owner_id text, privileges mz_aclitem[]"), _schema_rows),
         SystemTable("mz_databases", _cols("id text, oid integer, name text"), (),
                     _database_rows),
         # One row per file a landing-folder COPY attempted (storage/landing.py fills
@@ -353,10 +370,10 @@ def _others() -> dict[str, SystemTable]:
     so they are read on first use, not imported here)."""
     global _OTHERS
     if _OTHERS is None:
-        from mzflow.catalog import information_schema, pg_catalog
+        from mzflow.catalog import information_schema, mz_internal, pg_catalog
 
         found: dict[str, SystemTable] = {}
-        for t in [*pg_catalog.TABLES, *information_schema.TABLES]:
+        for t in [*pg_catalog.TABLES, *information_schema.TABLES, *mz_internal.TABLES]:
             if t.key in TABLES or t.key in found:
                 raise ValueError(f"two system relations keyed {t.key}")
             found[t.key] = t

@@ -10,11 +10,16 @@ only where the two agree (``catalog_sql.py`` calls :func:`evaluable` and
   listing): DuckDB counts a negative start from the end, PostgreSQL does not;
 - ``format(f, …)`` with a constant ``f`` of ``%s``, ``%I`` and ``%%`` (Metabase's field
   listing): ``%s`` prints NULL as nothing, ``%I`` quotes as ``quote_ident`` and refuses
-  NULL with PostgreSQL's error.
+  NULL with PostgreSQL's error;
+- ``now()`` (and Materialize's ``mz_now()``, which dbt-materialize's ``deploy_await``
+  compares with a timestamp): the statement's time, one constant;
+- ``mz_aclexplode(privileges).*``: DuckDB's ``unnest`` of the list of rows the snapshot's
+  function returns (catalog/pg_functions.py), its fields spread into columns.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 from sqlglot import exp
@@ -23,6 +28,7 @@ from mzflow.engine.local import NotEvaluable
 from mzflow.errors import Error, InvalidOption
 
 NAMES = ("generate_series", "array_upper", "substring", "format")
+NOW = ("current_timestamp", "now", "mz_now", "transaction_timestamp")
 NULL_IDENTIFIER = "null values cannot be formatted as an SQL identifier"
 
 
@@ -158,3 +164,22 @@ def regproc_name(text: str) -> str:
     if name.lower().startswith("pg_catalog."):
         name = name[len("pg_catalog."):]
     return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+
+
+def now(node: exp.Expr, moment: dt.datetime) -> exp.Expr:
+    """A call of one of NOW as the statement's time (a timestamptz constant)."""
+    if isinstance(node, exp.Anonymous) and node.expressions:
+        raise NotEvaluable(f"function {node.name} with arguments is not supported")
+    return exp.Cast(this=exp.Literal.string(moment.isoformat()),
+                    to=exp.DataType.build("TIMESTAMPTZ", dialect="duckdb"))
+
+
+def explode(node: exp.Dot) -> exp.Expr | None:
+    """``f(…).*`` of the rewritten ``mz_aclexplode`` (a list of structs): DuckDB's unnest,
+    which spreads the struct's fields into columns; None if ``node`` is no such thing."""
+    call = node.this
+    if not isinstance(node.expression, exp.Star) or not isinstance(call, exp.Anonymous) or (
+            str(call.this) != "mz_pg_mz_aclexplode_1"):
+        return None
+    return exp.Anonymous(this="unnest", expressions=[call.copy(), exp.Kwarg(
+        this=exp.var("recursive"), expression=exp.true())])

@@ -67,6 +67,7 @@ _ARROW: dict[str, pa.DataType] = {
     "regnamespace": pa.uint32(), "regrole": pa.uint32(),
     "name": pa.string(), '"char"': pa.string(), "regproc": pa.string(),
     "pg_node_tree": pa.string(), "anyarray": pa.string(), "aclitem": pa.string(),
+    "mz_aclitem": pa.string(), "interval": pa.duration("us"),
     "character varying": pa.string(), "json": pa.string(),
 }
 
@@ -163,6 +164,8 @@ _CONSTANTS: dict[str, exp.Expr] = {
         "pg_get_function_identity_arguments", "pg_get_function_result",
         "pg_get_function_arguments", "pg_get_ruledef", "pg_get_partkeydef")},
 }
+_ACL_ROWS = ("STRUCT(grantor VARCHAR, grantee VARCHAR, privilege_type VARCHAR, "
+             "is_grantable BOOLEAN)[]")
 # Functions of the snapshot: name → (arities, method of CatalogFunctions, DuckDB types).
 _UDFS: dict[str, tuple[tuple[int, ...], str, tuple[str, ...], str]] = {
     "format_type": ((2,), "format_type", ("BIGINT", "BIGINT"), "VARCHAR"),
@@ -178,6 +181,8 @@ _UDFS: dict[str, tuple[tuple[int, ...], str, tuple[str, ...], str]] = {
     # NULL for a name that means nothing (psycopg's TypeInfo.fetch asks for hstore).
     "to_regtype": ((1,), "to_regtype", ("VARCHAR",), "BIGINT"),
     "to_regclass": ((1,), "to_regclass", ("VARCHAR",), "BIGINT"),
+    # A set-returning function: read as ``mz_aclexplode(privileges).*`` (see _explode).
+    "mz_aclexplode": ((1,), "aclexplode", ("VARCHAR[]",), _ACL_ROWS),
 }
 _REG_IO = {name: (f"{name}_in", f"{name}_out") for name in _REG_TYPES}
 # Extra arguments PostgreSQL's variants take that change nothing here (pretty printing).
@@ -235,10 +240,13 @@ def unqualified(query: exp.Query) -> exp.Query:
     return out
 
 
+_FUNCTION_SCHEMAS = ("pg_catalog", "information_schema", "mz_catalog", "mz_internal")
+
+
 def _unqualify(node: exp.Expr) -> exp.Expr:
     """``pg_catalog.f(…)`` → ``f(…)``; column qualifiers lose schema and database."""
     if isinstance(node, exp.Dot) and isinstance(node.this, exp.Identifier) and (
-            node.this.name.lower() in ("pg_catalog", "information_schema")) and isinstance(
+            node.this.name.lower() in _FUNCTION_SCHEMAS) and isinstance(
             node.expression, exp.Func):
         return node.expression
     if isinstance(node, exp.Column):
@@ -257,6 +265,8 @@ def _stringish(node: exp.Expr) -> bool:
 
 
 def _rewrite(node: exp.Expr, fns: CatalogFunctions) -> exp.Expr:
+    if isinstance(node, exp.Dot) and (exploded := catalog_rewrites.explode(node)) is not None:
+        return exploded
     if isinstance(node, exp.Operator):
         op = str(node.args.get("operator") or "").removeprefix("pg_catalog.").strip()
         make = _OPERATORS.get(op)
@@ -291,6 +301,8 @@ def _rewrite(node: exp.Expr, fns: CatalogFunctions) -> exp.Expr:
             alias.set("columns", [alias.this.copy()])
         return node
     name = function_name(node)
+    if name in catalog_rewrites.NOW:
+        return catalog_rewrites.now(node, fns.now)
     if name in catalog_rewrites.NAMES:
         return catalog_rewrites.rewrite(node, name)
     if name == "_pg_expandarray" and isinstance(node, exp.Anonymous):
@@ -428,7 +440,10 @@ _STRUCTURE = (
     exp.Not, exp.And, exp.Or, exp.Like, exp.ILike, exp.Escape, exp.RegexpLike,
     exp.RegexpILike, exp.Any, exp.All, exp.Exists, exp.NullSafeEQ, exp.NullSafeNEQ,
     exp.Case, exp.If, exp.DPipe, exp.Neg, exp.Lateral, exp.Unnest, exp.ByteString,
-    exp.Window, exp.WindowSpec, exp.Bracket,
+    exp.Window, exp.WindowSpec, exp.Bracket, exp.Filter,
+    # dbt-materialize's deploy_await: intervals, a time plus an interval (DuckDB and
+    # PostgreSQL agree on these for whole units) and EXTRACT(EPOCH FROM …), below.
+    exp.Interval,
 )
 _INTEGER_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.BitwiseAnd, exp.BitwiseOr)
 
@@ -449,6 +464,11 @@ def verify(query: exp.Expr) -> None:
         if name is not None and (name in _NATIVE or name in _CONSTANTS or name in _UDFS):
             continue
         if name in catalog_rewrites.NAMES and catalog_rewrites.evaluable(node, name):
+            continue
+        if isinstance(node, exp.Extract) and node.name.upper() == "EPOCH":
+            continue  # seconds, as PostgreSQL's (DuckDB's other fields differ in type)
+        if name in catalog_rewrites.NOW or (isinstance(node, exp.Add) and (
+                isinstance(node.expression, exp.Interval) or isinstance(node.this, exp.Interval))):
             continue
         what = f"function {name}" if name else f"operator {node.key.replace('_', ' ')}"
         raise NotEvaluable(f"{what} in a query of system catalogs is not supported yet")

@@ -79,16 +79,25 @@ def lag_history(snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
 
 
 def hydration(snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
-    """(object_id, hydrated, hydration_time): hydrated once a tick committed its
-    contents; the time is what that first tick took."""
+    """(object_id, replica_id, hydrated, hydration_time): hydrated once a tick committed
+    its contents; the time is what that first tick took. The replica is the cluster's
+    one (mz_cluster_replicas)."""
     out = []
     for index in maintained(snap):
         first = next((e for e in reversed(_ticks(warehouse, index, None))
                       if ERROR_KEY not in e and SECONDS_KEY in e), None)
         seconds = first.get(SECONDS_KEY) if first else None
-        out.append((object_id(index), first is not None,
+        out.append((object_id(index), f"r{index.cluster_id}", first is not None,
                     dt.timedelta(seconds=float(seconds)) if seconds else None))
     return out
+
+
+def global_lag(snap: Snapshot, warehouse: Path) -> list[tuple[Any, ...]]:
+    """mz_wallclock_global_lag: (object_id, lag) of each maintained object now, its
+    default index's for a materialized view; NULL before its first tick."""
+    now_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+    return [(object_id(index), current_lag(snap, warehouse, index, now_ms)[1])
+            for index in maintained(snap)]
 
 
 def base_tables(snap: Snapshot, item: Item) -> list[Item]:

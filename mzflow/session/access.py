@@ -244,6 +244,9 @@ def _alter_expectation(s: Session, stmt: ast.AlterExpectation) -> None:
 
 def _comment(s: Session, stmt: exp.Comment) -> None:
     target = stmt.this
+    if str(stmt.args.get("kind") or "").upper() == "SCHEMA":
+        s.owner(p.schema_object(s.snap, target.db or None, target.name))
+        return
     if isinstance(target, exp.Column):
         target = exp.to_table(target.table) if target.table else None
     _item_owner(lambda st: target)(s, stmt)
@@ -315,11 +318,27 @@ def _grant(s: Session, stmt: ast.GrantPrivileges) -> None:
     s.check(needs)
 
 
+def _alter_default_privileges(s: Session, stmt: ast.AlterDefaultPrivileges) -> None:
+    """Materialize's: FOR ALL ROLES is a superuser's; FOR ROLE r needs membership in r,
+    which here (no role membership) means being r."""
+    creators = stmt.args.get("roles")
+    if creators is None:
+        s.superuser("ALTER DEFAULT PRIVILEGES FOR ALL ROLES")
+        return
+    if roles.is_superuser(s.snap, s.role_id):
+        return
+    for name in creators:
+        role = roles.find(s.snap, name.name)
+        if role is not None and role.id != s.role_id:
+            raise InsufficientPrivilege(f'must be a member of "{name.name}"')
+
+
 _RULES: dict[type, Callable[[Session, Any], None]] = {
     ast.CreateRole: _create_role,
     ast.AlterRole: _alter_role,
     ast.DropRoles: _drop_roles,
     ast.GrantPrivileges: _grant,
+    ast.AlterDefaultPrivileges: _alter_default_privileges,
     exp.Select: _select,
     exp.Union: _select,
     exp.Except: _select,

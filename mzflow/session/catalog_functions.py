@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from mzflow.catalog import names
 from mzflow.catalog.model import DATABASE, Snapshot
-from mzflow.errors import Error, Unsupported
+from mzflow.errors import Error, InvalidOption, UnknownObject, Unsupported
 from mzflow.session.variables import Variables
 from mzflow.sql import ast
 
@@ -48,7 +48,7 @@ _NAMED = {
 }
 _ANONYMOUS = {"current_schema", "current_schemas", "current_database", "version",
               "current_setting", "set_config", "pg_backend_pid", "current_user",
-              "session_user"}
+              "session_user", "mz_is_superuser", "has_system_privilege"}
 _BARE = {"current_role": "current_role", "user": "current_user"}
 
 
@@ -63,8 +63,12 @@ def _call(node: exp.Expr) -> tuple[str, list[exp.Expr]] | None:
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ANONYMOUS:
         return str(node.this).lower(), list(node.expressions)
     if isinstance(node, exp.Column) and not node.table and node.name in _BARE and (
-            (select := node.find_ancestor(exp.Select)) is not None
-            and not select.args.get("from_")):
+            not node.this.quoted) and (node.name == "current_role" or (
+                (select := node.find_ancestor(exp.Select)) is not None
+                and not select.args.get("from_"))):
+        # current_role is a reserved word: never a column (dbt-materialize's deploy
+        # macros compare role names with it in queries of mz_roles); ``user`` only
+        # without a FROM, where no column can be meant.
         return _BARE[node.name], []
     return None
 
@@ -104,6 +108,8 @@ def _value(name: str, args: list[exp.Expr], snap: Snapshot, variables: Variables
         return _constant(variables.role, "name")
     if name == "pg_backend_pid":
         return exp.Literal.number(os.getpid())
+    if name in ("mz_is_superuser", "has_system_privilege"):
+        return exp.Boolean(this=_role_may(name, args, snap, variables.role))
     with names.using(path):
         if name == "current_schema":
             return _constant(names.current_schema(snap), "name")
@@ -127,6 +133,25 @@ def _value(name: str, args: list[exp.Expr], snap: Snapshot, variables: Variables
                                       value=exp.Literal.string(value)))
         return _constant(variables.get(setting), "text")
     raise Unsupported(f"function {name} is not supported")
+
+
+def _role_may(name: str, args: list[exp.Expr], snap: Snapshot, role_name: str) -> bool:
+    """Materialize's ``mz_is_superuser()`` and ``has_system_privilege([role,] privilege)``
+    (CREATEROLE, CREATEDB, CREATECLUSTER), of the session's role or the one named."""
+    from mzflow.catalog import privileges, roles
+
+    if name == "has_system_privilege" and len(args) == 2:
+        role_name = _constant_arg(args, 0, name)
+    role = roles.find(snap, role_name)
+    if role is None:
+        raise UnknownObject(f"unknown role '{role_name}'")
+    if name == "mz_is_superuser":
+        return role.superuser
+    wanted = _constant_arg(args, len(args) - 1, name).upper() if args else ""
+    letter = privileges.LETTERS.get(wanted)
+    if letter is None or letter not in "RBN":
+        raise InvalidOption(f"unrecognized privilege type: \"{wanted.lower()}\"")
+    return privileges.has(snap, role.id, privileges.SYSTEM, letter)
 
 
 def settings_rows(variables: Variables) -> list[tuple[object, ...]]:

@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from mzflow import config
 from mzflow.catalog import ddl, names, roles
+from mzflow.catalog.ddl import default_privileges as default_privilege_ddl
 from mzflow.catalog.ddl import roles as role_ddl
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
@@ -345,6 +346,10 @@ class Connection:
         return Result(status="REVOKE" if stmt.args.get("revoke") else "GRANT",
                       notices=role_ddl.grant(self.store, stmt))
 
+    def _alter_default_privileges(self, stmt: ast.AlterDefaultPrivileges) -> Result:
+        return Result(status="ALTER DEFAULT PRIVILEGES",
+                      notices=default_privilege_ddl.alter_default_privileges(self.store, stmt))
+
     def _create_cluster(self, stmt: ast.CreateCluster) -> Result:
         notices = ddl.create_cluster(self.store, stmt)
         return Result(status="CREATE CLUSTER", notices=notices + self._sync_pools())
@@ -530,6 +535,7 @@ _HANDLERS: dict[type, Callable[[Connection, Any], Result]] = {
     ast.AlterRole: Connection._alter_role,
     ast.DropRoles: Connection._drop_roles,
     ast.GrantPrivileges: Connection._grant,
+    ast.AlterDefaultPrivileges: Connection._alter_default_privileges,
     ast.Subscribe: Connection._subscribe,
     ast.AlterCluster: Connection._alter_cluster,
     ast.CreateTable: Connection._create_table,

@@ -45,6 +45,8 @@ def read_sources(store: Store, warehouse: Path) -> ReadSources:
     sources.add_rows(["mz_copy_history"], partial(landing.rows, warehouse=warehouse))
     sources.add_rows(["mz_hydration_statuses"],
                      partial(freshness.hydration, warehouse=warehouse))
+    sources.add_rows(["mz_wallclock_global_lag"],
+                     partial(freshness.global_lag, warehouse=warehouse))
     for name in projection_storage.SYSTEM_TABLES:
         sources.add_rows([name], partial(projection_storage.system_rows, name,
                                          warehouse=warehouse))

@@ -292,6 +292,19 @@ class GrantPrivileges(exp.Expression):
                  "revoke": False}
 
 
+class AlterDefaultPrivileges(exp.Expression):
+    """``ALTER DEFAULT PRIVILEGES FOR ROLE r, … | FOR ALL ROLES [IN SCHEMA s, … | IN
+    DATABASE d, …] GRANT|REVOKE <privileges> ON <kind> TO|FROM <roles>`` (Materialize's).
+
+    roles: the creators (identifiers), None for ALL ROLES; schemas (exp.Table) or
+    databases (identifiers): the scope, or neither; privileges: names, None for ALL;
+    kind: TABLES, TYPES, SECRETS, CONNECTIONS, DATABASES, SCHEMAS or CLUSTERS;
+    grantees: identifiers (unquoted ``public`` is PUBLIC)."""
+
+    arg_types = {"roles": False, "schemas": False, "databases": False, "privileges": False,
+                 "kind": True, "grantees": True, "revoke": False}
+
+
 MZ_NODES = (
     AlterProjection,
     AlterExpectation,
@@ -315,4 +328,5 @@ MZ_NODES = (
     AlterRole,
     DropRoles,
     GrantPrivileges,
+    AlterDefaultPrivileges,
 )

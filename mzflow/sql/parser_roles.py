@@ -24,6 +24,9 @@ ROLE_ATTRIBUTES = ("LOGIN", "NOLOGIN", "SUPERUSER", "NOSUPERUSER", "INHERIT", "N
                    "NOCREATECLUSTER", "REPLICATION", "NOREPLICATION", "BYPASSRLS",
                    "NOBYPASSRLS")
 _GRANT_KINDS = ("TABLE", "CLUSTER", "SCHEMA", "DATABASE", "SYSTEM")
+# ALTER DEFAULT PRIVILEGES … ON <kind>: Materialize's object types.
+DEFAULT_PRIVILEGE_KINDS = ("TABLES", "TYPES", "SECRETS", "CONNECTIONS", "DATABASES", "SCHEMAS",
+                           "CLUSTERS")
 _SHOW_PRIVILEGE_KINDS = ("TABLES", "CLUSTERS", "SCHEMAS", "DATABASES", "SYSTEM")
 
 
@@ -41,6 +44,8 @@ class RolesParser(DdlParser):
         return super()._parse_mz_create()
 
     def _parse_mz_alter(self) -> exp.Expr:
+        if self._match_words("DEFAULT", "PRIVILEGES"):
+            return self._parse_alter_default_privileges()
         if self._match_words("ROLE"):
             name = self._expect_name("role name")
             options = self._parse_role_options()
@@ -119,6 +124,53 @@ class RolesParser(DdlParser):
         return self.expression(ast.GrantPrivileges(
             privileges=privileges, kind=kind, expressions=targets, roles=roles,
             revoke=revoke))
+
+    def _parse_alter_default_privileges(self) -> ast.AlterDefaultPrivileges:
+        """Materialize's form: FOR ROLE or FOR ALL ROLES is required."""
+        if not self._match(TokenType.FOR):
+            self.raise_error("Expected FOR after ALTER DEFAULT PRIVILEGES")
+        creators: list[exp.Identifier] | None = None
+        if self._match(TokenType.ALL):
+            if not self._match_words("ROLES"):
+                self.raise_error("Expected ROLES after FOR ALL")
+        elif self._match_any_words((("ROLE",), ("USER",))):
+            creators = self._parse_csv(lambda: self._expect_name("role name"))
+        else:
+            self.raise_error("Expected ROLE, USER or ALL ROLES after FOR")
+        schemas: list[exp.Table] = []
+        databases: list[exp.Identifier] = []
+        if self._match(TokenType.IN):
+            if self._match_words("SCHEMA"):
+                schemas = self._parse_csv(lambda: self._expect_object("schema name"))
+            elif self._match_words("DATABASE"):
+                databases = self._parse_csv(lambda: self._expect_name("database name"))
+            else:
+                self.raise_error("Expected SCHEMA or DATABASE after IN")
+        revoke = bool(self._match(TokenType.REVOKE))
+        if not revoke and not self._match(TokenType.GRANT):
+            self.raise_error("Expected GRANT or REVOKE")
+        privileges: list[str] | None = None
+        if self._match(TokenType.ALL):
+            self._match_words("PRIVILEGES")
+        else:
+            privileges = self._parse_csv(self._parse_word)
+            for name in privileges:
+                if name not in PRIVILEGE_NAMES:
+                    self.raise_error(f'unrecognized privilege type "{name.lower()}"')
+        if not self._match(TokenType.ON):
+            self.raise_error("Expected ON")
+        kind = self._match_any_words(tuple((k,) for k in DEFAULT_PRIVILEGE_KINDS))
+        if kind is None:
+            self.raise_error("Expected TABLES, TYPES, SECRETS, CONNECTIONS, DATABASES, "
+                             "SCHEMAS or CLUSTERS")
+        if not (self._match(TokenType.FROM) if revoke else self._match_words("TO")):
+            self.raise_error("Expected FROM" if revoke else "Expected TO")
+        grantees = self._parse_csv(lambda: self._expect_name("role name"))
+        if not self._at_end():
+            self.raise_error(f'syntax error at or near "{self._curr.text}"')
+        return self.expression(ast.AlterDefaultPrivileges(
+            roles=creators, schemas=schemas, databases=databases, privileges=privileges,
+            kind=kind, grantees=grantees, revoke=revoke))
 
     def _parse_word(self) -> str:
         if self._at_end() or self._curr.token_type in (TokenType.ON, TokenType.COMMA):

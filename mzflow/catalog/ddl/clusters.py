@@ -85,6 +85,14 @@ def _cluster_options(options: list[ast.Option]) -> dict[str, Any]:
                 raise InvalidOption("SPARK must be a string, such as SPARK "
                                     "'sc://localhost:15002'", hint=_SPARK_HINT)
             settings["spark"] = check_spark_url(value.name)
+        elif name == "REPLICATION FACTOR":
+            # Every mzflow cluster has one replica (where its ticks run, mz_cluster_replicas):
+            # 1 is what it is already (dbt-materialize's deploy_init copies it from
+            # mz_clusters); another count cannot be honoured.
+            if not (isinstance(value, exp.Literal) and not value.is_string
+                    and value.name == "1"):
+                raise Unsupported("REPLICATION FACTOR other than 1 is not supported: an "
+                                  "mzflow cluster has one replica; use SIZE to scale it")
         elif name == "REPLICAS":
             raise Unsupported("cluster replicas are not supported: a cluster is one Airflow "
                               "pool; use SIZE to scale it")

@@ -11,7 +11,7 @@ from mzflow.errors import UnknownObject, Unsupported, WrongObjectType
 
 
 def comment(store: Store, stmt: exp.Comment) -> Notices:
-    """COMMENT ON {TABLE|VIEW|MATERIALIZED VIEW|INDEX|SINK|COLUMN} … IS '…'."""
+    """COMMENT ON {TABLE|VIEW|MATERIALIZED VIEW|INDEX|SINK|COLUMN|SCHEMA} … IS '…'."""
     kind = str(stmt.args.get("kind") or "").upper()
     if kind == "VIEW" and stmt.args.get("materialized"):  # sqlglot keeps MATERIALIZED apart
         kind = "MATERIALIZED VIEW"
@@ -19,7 +19,14 @@ def comment(store: Store, stmt: exp.Comment) -> Notices:
     # An empty comment drops it, as NULL does (PostgreSQL's CreateComments).
     text = None if value is None or isinstance(value, exp.Null) else value.name or None
     with store.write() as w:
-        if kind == "COLUMN":
+        if kind == "SCHEMA":
+            target = stmt.this
+            schema = names.require_schema(w.snapshot, target.args.get("db") and target.db or
+                                          None, target.name)
+            if schema in names.SYSTEM_SCHEMAS:
+                raise Unsupported(f"COMMENT ON SCHEMA {schema}: a system schema")
+            w.set_object_comment("schema", w.snapshot.schema_id(schema), text)
+        elif kind == "COLUMN":
             column = stmt.this
             item = names.resolve(w.snapshot, exp.Table(
                 this=column.args.get("table"), db=column.args.get("db"),

@@ -91,7 +91,7 @@ def drop_roles(store: Store, stmt: ast.DropRoles, current_role_id: str) -> Notic
 def _check_unused(snap: Snapshot, doomed: list[Role]) -> None:
     """Materialize refuses to drop a role that owns objects or holds (or granted)
     privileges, and says which."""
-    found = {r.name: p.dependents(snap, r.id) for r in doomed}
+    found = {r.name: p.dependents(snap, r.id) + _defaults_of(snap, r.id) for r in doomed}
     found = {name: lines for name, lines in found.items() if lines}
     if found:
         word = "role" if len(found) == 1 else "roles"
@@ -99,6 +99,20 @@ def _check_unused(snap: Snapshot, doomed: list[Role]) -> None:
             f'{word} "{", ".join(found)}" cannot be dropped because some objects depend '
             "on it", detail="\n".join(f"{name}: {line}" for name, lines in found.items()
                                       for line in lines))
+
+
+def _defaults_of(snap: Snapshot, role_id: str) -> list[str]:
+    """The default privileges that name the role, as its creator or its grantee."""
+    schemas = {s.id: s.name for s in snap.schemas}
+    out = []
+    for d in snap.default_privileges:
+        if role_id not in (d.role_id, d.grantee):
+            continue
+        where = f" in schema {schemas.get(d.schema_id, d.schema_id)}" if d.schema_id else ""
+        out.append(f"default privileges on new {d.object_type}s created by "
+                   f"{roles.name_of(snap, d.role_id)}{where} for "
+                   f"{roles.name_of(snap, d.grantee)}")
+    return out
 
 
 def _check_reserved(name: str) -> None:
