@@ -359,7 +359,15 @@ def test_server_files_are_for_superusers_only(tmp_path, admin, joe) -> None:
         "permission denied to create a sink")
     assert denied(joe, f"ALTER TABLE t SET (EXPECTATION SUITE = '{data}')").startswith(
         "must be owner of")
+    # a source fed from a folder reads the server's files on every tick
+    (tmp_path / "landing").mkdir()
+    assert denied(joe, f"CREATE SOURCE src FROM FILES '{tmp_path / 'landing'}' "
+                       "(FORMAT csv) (a int)") == (
+        "permission denied to create a source from files")
     admin.execute("GRANT CREATE ON SCHEMA public TO joe")
+    # a load generator needs CREATE on the schema and on the cluster, as in Materialize
+    assert denied(joe, "CREATE SOURCE c FROM LOAD GENERATOR COUNTER").startswith(
+        "permission denied for CLUSTER")
     joe.execute("CREATE TABLE mine (a int)")  # even its owner reads no server file
     assert denied(joe, f"ALTER TABLE mine SET (EXPECTATION SUITE = '{data}')") == (
         "permission denied to read an expectation suite from a file")

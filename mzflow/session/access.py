@@ -189,6 +189,15 @@ def _create_index(s: Session, stmt: ast.CreateIndex) -> None:
              s.need(s.cluster_object(stmt.args.get("cluster")), "C")])
 
 
+def _create_source(s: Session, stmt: ast.CreateSource) -> None:
+    """Materialize's: CREATE on the schema and on the cluster. A source FROM FILES
+    reads the server's files on every tick, as COPY FROM a file does: superusers only."""
+    if stmt.args.get("generator") is None:
+        s.superuser("create a source from files", FILES_READ)
+    s.check([s.need(_schema_of(s.snap, stmt.this), "C"),
+             s.need(s.cluster_object(stmt.args.get("cluster")), "C")])
+
+
 def _create_sink(s: Session, stmt: ast.CreateSink) -> None:
     s.superuser("create a sink", FILES_WRITTEN)
 
@@ -354,6 +363,7 @@ _RULES: dict[type, Callable[[Session, Any], None]] = {
     ast.CreateView: _create_view,
     ast.CreateIndex: _create_index,
     ast.CreateSink: _create_sink,
+    ast.CreateSource: _create_source,
     ast.CreateCluster: lambda s, stmt: s.check([s.need(p.SYSTEM, "N")]),
     ast.AlterCluster: _cluster_owner,
     ast.DropObjects: _drop,
