@@ -68,6 +68,56 @@ def test_lookups_equal_the_table_at_every_held_version(base: list[tuple], batche
         assert found.rows.column("w").null_count == found.rows.num_rows
 
 
+def test_a_large_merge_waits_for_compact_and_lookups_stay_exact(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge of LATER_ROWS or more waits for ``compact`` (run after the tick, in a
+    thread): until then lookups read the unmerged parts and are exact; after it, the
+    old batches are one part (or folded into the base)."""
+    monkeypatch.setattr(hot, "LATER_ROWS", 1)
+    base = [(k, "a", 0) for k in range(8)]
+    spine = hot.Hot("t", "k", ("k", "v"), SCHEMA,
+                    [hot.Part.of(_table(base, [1] * 8).select(["k", "v", DIFF]), "k", -1, 0)])
+    current = Counter((k, v) for k, v, _ in base)
+    versions = 2 * hot.KEEP
+    for version in range(1, versions + 1):
+        gone = sorted(current.elements())[0]
+        batch = [(version % 4, "b", 0), (*gone, 0)]
+        current = current + Counter([(version % 4, "b")]) - Counter([gone])
+        spine.add(_table(batch, [1, -1]), version - 1, version)
+
+    def check() -> None:
+        found = spine.lookup(versions, [0, 1, 2, 3, 7], ["k", "v"])
+        assert found is not None
+        got = Counter(zip(found.rows.column("k").to_pylist(),
+                          found.rows.column("v").to_pylist(), strict=True))
+        assert got == Counter(r for r in current.elements() if r[0] in (0, 1, 2, 3, 7))
+
+    assert spine.due and len(spine.parts) == 1 + versions  # nothing merged yet
+    check()
+    spine.compact()
+    assert not spine.due and len(spine.parts) <= 2 + hot.KEEP
+    check()
+    assert spine.lookup(versions - hot.KEEP, [0], ["k"]) is not None  # boundaries kept
+
+
+def test_a_tick_leaves_due_merges_to_a_thread(monkeypatch: pytest.MonkeyPatch,
+                                             tmp_path: Path) -> None:
+    from mzflow.maintain.tick import arrange
+
+    monkeypatch.setattr(hot, "LATER_ROWS", 1)
+    spine = hot.Hot("t", "k", ("k", "v"), SCHEMA, [hot.Part.of(
+        _table([(1, "a", 0)], [1]).select(["k", "v", DIFF]), "k", -1, 0)])
+    for version in range(1, hot.KEEP + 3):
+        spine.add(_table([(version, "b", 0)], [1]), version - 1, version)
+    assert spine.due
+    monkeypatch.setitem(arrange._HOT, (str(tmp_path), 7, "t", "k"), spine)
+    assert arrange.compact_later(tmp_path, 8) is None  # another cluster's: not touched
+    worker = arrange.compact_later(tmp_path, 7)
+    assert worker is not None
+    worker.join(timeout=60)
+    assert not spine.due and len(spine.parts) <= 2 + hot.KEEP
+
+
 def test_a_non_integer_key_is_looked_up_by_hash() -> None:
     t = pa.table({"s": ["b", "a", None, "b"], DIFF: pa.array([1, 1, 1, 1], pa.int64())})
     spine = hot.Hot("t", "s", ("s",), pa.schema([("s", pa.string())]),

@@ -415,6 +415,13 @@ def test_cost_switch_decides_from_measured_ticks() -> None:
     assert not due([_tick("state", 2.5), _tick("state", 0.1), cold])
     assert due([_tick("state", 0.3), _tick("state", 0.3), _tick("state", 0.1), cold])
     assert due([_tick("state", 1.0)] * Tuning().measure_every + [_tick("recompute", 3.0)])
+    # ... nor beside a batch that this executor's recent ticks predict to be that fast:
+    # a 0.1 % tick after a round of 10 % ones (the fit over their sizes says 0.1 s).
+    after_large = [_tick("state", 2.5, 1_500_000), _tick("state", 2.4, 1_500_000),
+                   _tick("state", 0.3, 150_000), _tick("state", 0.1, 15_000)]
+    assert due(after_large) and due(after_large, Tuning(), 1_500_000)
+    assert not due(after_large, Tuning(), 15_000)
+    assert due(after_large, Tuning(), 15_000, local=True)  # no in-process tick to go by
     # A state tick that timed a recompute on the side (R014 keeping the state) measures
     # both: 1.5 s of its 4.5 s was the recompute, 3 s the tick itself.
     side = _tick("state", 4.5) | {decide.MEASURED_KEY: "1.5"}

@@ -127,6 +127,8 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
         try:
             report = _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
                                  record=record, quarantine=quarantine)
+            if index.cluster_id is not None:
+                arrange.compact_later(warehouse, index.cluster_id)
         except StorageError:
             # A DROP committed meanwhile and removed the index's shard under the tick
             # (the soak saw "could not write shard u49: Invalid table version: 0"):
@@ -363,6 +365,9 @@ class _Tick:
             side.join(quiet=True)  # the tick's own error is the one to report
             raise
         side.join()
+        # Reading whole inputs and hydrating allocate far more than the process keeps:
+        # hand what Arrow's allocator holds unused back to the system.
+        pa.default_memory_pool().release_unused()
 
     def _refusal(self) -> str | None:
         found = _REFUSED.get(self._plan_key())

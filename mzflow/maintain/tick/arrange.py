@@ -291,6 +291,28 @@ def advance_hot(warehouse: Path, cluster_id: int, at: int) -> None:
                     del _HOT[key]
 
 
+def compact_later(warehouse: Path, cluster_id: int) -> threading.Thread | None:
+    """Run the merges the cluster's ticks left for later (``Hot.compact``) in a
+    thread, after the tick: off the path of the next one, which arrives when the
+    cluster's schedule says (the thread is a daemon: a process that exits drops it)."""
+    with _HOT_LOCK:
+        due = [h for k, h in _HOT.items()
+               if k[0] == str(warehouse) and k[1] == cluster_id and h.due]
+    if not due:
+        return None
+
+    def merge() -> None:
+        for hot in due:
+            try:
+                hot.compact()
+            except Exception:  # memory is a cache: the next add tries again
+                log.exception("merging arrangement %s.%s", hot.item_id, hot.key)
+
+    worker = threading.Thread(target=merge, name="mzflow-arrangement-merges", daemon=True)
+    worker.start()
+    return worker
+
+
 def _caught_up(hot: Hot, table: Shard, version: int) -> Hot | None:
     """``hot`` brought to ``version`` from the table's change feed (None: too far
     behind, or that history is gone: hydrate anew). Under the arrangement's lock from
