@@ -410,8 +410,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             say(f"hydrated {name} in {report.seconds:.1f} s"
                 + (f" ERROR {report.error}" if report.error else ""))
         result["hydration_rss_bytes"] = rss_bytes()
+        # The oracle lives in this process too: DuckDB holds all of TPC-H in memory
+        # (about 1 GiB at SF 1), which is not mzflow's.
+        (oracle,) = db.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()"
+                               ).fetchone()
+        result["oracle_bytes"] = int(oracle or 0)
         say(f"hydration: {sum(result['hydration'].values()):.1f} s in all; process RSS "
-            f"{result['hydration_rss_bytes'] / 2**20:.0f} MiB (the JVM's not counted)")
+            f"{result['hydration_rss_bytes'] / 2**20:.0f} MiB, of which DuckDB's oracle "
+            f"{result['oracle_bytes'] / 2**20:.0f} MiB (the JVM's not counted)")
         result["explain"] = {}
         for name in views:
             plan = conn.execute(f"EXPLAIN MATERIALIZED VIEW {name}").rows[0][0]
@@ -714,10 +720,10 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     if hydration:
         target(f"hydration of the bench cluster <= {HYDRATION_S:g} s", hydration,
                hydration <= HYDRATION_S)
-    rss = result.get("hydration_rss_bytes", 0)
+    rss = result.get("hydration_rss_bytes", 0) - result.get("oracle_bytes", 0)
     if rss:
-        target("process memory after hydration <= 2 GiB (GiB)", rss / 2**30,
-               rss <= HYDRATION_RSS)
+        target("process memory after hydration, less DuckDB's, <= 2 GiB (GiB)",
+               rss / 2**30, rss <= HYDRATION_RSS)
     parse = result.get("dag_parse", {})
     if parse.get("available"):
         out.append({"target": "DAG parse for 200 objects < 1 s (cold median)",
