@@ -111,7 +111,10 @@ EXECUTOR_CASES = [
     (STATE, 9, 3_000_001, None, "local", "local", "batch of 3000001 rows"),
     (STATE, 9, 100, None, "spark", "spark", "tick_executor = 'spark'"),
     (STATE, 9, 100, "Window has no in-process path yet", "auto", "spark", "Window"),
-    (STATE, -1, 100, None, "local", "spark", "reads every input row"),  # a rebuild
+    # a rebuild: in process while its inputs fit local_rebuild_rows (input rows below)
+    (STATE, -1, 100, None, "local", "local", "a state rebuild of 10000000 input rows"),
+    (STATE, -1, 100, None, "spark", "spark", "reads every input row"),
+    (STATE, -1, 100, "Window has no in-process path yet", "auto", "spark", "reads every"),
     (FULL, 9, 100, None, "local", "spark", "reads every input row"),
 ]
 
@@ -124,6 +127,9 @@ def test_executor(planned: Mode, since: int, batch: int, refusal: str | None, se
     f = Facts(planned, since, [], batch, 10_000_000, local_refusal=refusal)
     got = executor(f, t, decide(f, t))
     assert got[0] == where and got[1].startswith(why), got
+    if got[0] == "local" and "rebuild" in got[1]:  # inputs over the limit: Spark
+        over = Tuning(tick_executor=setting, recompute_share=1000, local_rebuild_rows=10)
+        assert executor(f, over, decide(f, over))[0] == "spark"
 
 
 def test_the_cost_switch_compares_ticks_of_the_same_executor() -> None:

@@ -203,6 +203,48 @@ def test_a_top_k_whose_candidates_run_out_ranks_every_group_in_process(tmp_path:
     assert all(e.startswith("local") for e in executors), executors
 
 
+def test_a_first_tick_rebuilds_in_process_as_spark_does(tmp_path: Path) -> None:
+    """A GROUP BY view's first tick builds its state from whole inputs: in process when
+    they fit local_rebuild_rows, else on Spark. Both give DuckDB's answer and the same
+    index rows under the same row keys, and the next (incremental) tick goes on from
+    either state."""
+    views = {"g": "SELECT u.e, count(*) AS n, sum(t.d) AS s, min(t.c) AS lo FROM t "
+                  "JOIN u ON t.a = u.a GROUP BY u.e",
+             "top": "SELECT t.a, sum(t.b) AS s FROM t GROUP BY t.a ORDER BY s DESC, a LIMIT 2"}
+    seed = ["INSERT INTO t SELECT x % 9, x, 'c' || (x % 4), (x % 50) * 0.25 FROM "
+            "generate_series(1, 300) AS x",
+            "INSERT INTO u SELECT x, x % 3, DATE '2024-01-01' FROM generate_series(0, 8) AS x"]
+    batch = "INSERT INTO t VALUES (1, 500, 'z', 1.5), (4, -3, NULL, 2)"
+    db = duckdb.connect()
+    db.execute(SETUP.replace("text", "varchar"))
+    for w in [*seed, batch]:
+        db.execute(w)
+    want = {name: _normal(db.execute(sql).fetchall()) for name, sql in views.items()}
+    executors, rows = {}, {}
+    for limit in (10_000, 0):
+        with mzflow.connect(str(tmp_path / str(limit))) as conn:
+            conn.execute(f"ALTER SYSTEM SET local_rebuild_rows = {limit}")
+            conn.execute("CREATE CLUSTER c")
+            conn.execute(SETUP)
+            for w in seed:
+                conn.execute(w)
+            for name, sql in views.items():
+                conn.execute(f"CREATE MATERIALIZED VIEW {name} IN CLUSTER c AS {sql}")
+            executors[limit] = [r.executor or "" for r in conn.tick(cluster="c")]
+            conn.execute(batch)
+            assert all(r.error is None for r in conn.tick(cluster="c"))
+            for name in views:
+                got = conn.execute(f"SET cluster = c; SELECT * FROM {name}").rows
+                conn.execute("SET cluster = default")
+                assert _normal(got) == want[name], (limit, name)
+                rows[(limit, name)] = _index_rows(conn, name)
+    assert all(e.startswith("local (a state rebuild of ") for e in executors[10_000]), (
+        executors)
+    assert all(e.startswith("spark (reads every input row") for e in executors[0]), executors
+    for name in views:
+        assert rows[(10_000, name)] == rows[(0, name)], name
+
+
 def test_a_refused_in_process_tick_decides_again_as_for_spark(tmp_path: Path) -> None:
     """A join's batch of a tenth of its inputs stays incremental in process, but is a
     recompute on Spark (join_recompute_share 0.01): when the process refuses the tick

@@ -387,7 +387,8 @@ class _Tick:
         if where[0] == LOCAL:
             try:
                 changed = tick_local.incremental(self.target, arranged, d.mode, self.since,
-                                                 self.at, self.warehouse, self.counters)
+                                                 self.at, self.warehouse, self.counters,
+                                                 rebuild=d.rebuild)
                 self.executor = f"local ({where[1]})"
                 return changed
             except local.NotLocal as e:

@@ -4,8 +4,9 @@ The batch's partials per group come from Arrow's ``group_by``; they merge with t
 kept state exactly as on Spark (``reduce_state.merge``, shared); the output's
 changes are the affected groups' rows after minus before, finalized and passed up
 the chain here. A global top-k re-ranks its candidates and the changed groups
-(``topk_state``'s invariant), sorted in Arrow. What needs every group (a rebuild, a
-top-k without usable candidates or per group) raises NotLocal: Spark does it.
+(``topk_state``'s invariant), sorted in Arrow, or every group of the state held in
+memory when the candidates ran out. A rebuild (``rebuild``) runs here when its inputs
+fit the process; a top-k per group raises NotLocal: Spark does it.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def run(flow: LocalFlow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptS
     """The tick's StateResult (its frames unused: ``output`` is None) and the output's
     rows in Arrow: changes with DIFF, or, for a top-k, every output row."""
     if state.rebuild:
-        raise NotLocal("a state rebuild reads every input row")
+        return rebuild(flow, chain, node, topk_margin=topk_margin)
     keys = list(node.columns[:len(node.keys)])
     parts = _parts(node)
     d = flow.delta(node.input)
@@ -121,8 +122,31 @@ def run(flow: LocalFlow, chain: Sequence[ir.Node], node: ir.Reduce, state: KeptS
     return StateResult(groups, None, full=False), out  # type: ignore[arg-type]
 
 
+def rebuild(flow: LocalFlow, chain: Sequence[ir.Node], node: ir.Reduce, *, topk_margin: int
+            ) -> tuple[StateResult, pa.Table]:
+    """Every group's partials from the input at the new time, and every output row
+    (``_rebuild`` on Spark): an index's first tick, or a rebuild, when its inputs fit
+    the process (``decide.executor``). The partials are typed as Spark's rebuild types
+    them, so that either executor's later ticks merge into them."""
+    keys = list(node.columns[:len(node.keys)])
+    if not keys:  # (one group, empty or not: Spark's path keeps its zero counts)
+        raise NotLocal("a GROUP BY without keys is rebuilt on Spark")
+    parts = _parts(node)
+    rows = flow.full(node.input, Side.NEW)
+    d = rows.append_column(DIFF, pa.array(np.ones(rows.num_rows, np.int64)))
+    groups = _partials(node, d, keys, parts, None).drop_columns([_LEAST_DIFF])
+    groups = groups.filter(pc.not_equal(groups.column(ROWS), 0))
+    ranking = (Ranking.of(chain, True, topk_margin)
+               if any(isinstance(n, ir.TopK) for n in chain) else None)
+    if ranking is not None:  # the candidates seeded for the next ticks
+        ranked = groups.append_column(KEPT, pa.array(np.zeros(groups.num_rows, np.bool_)))
+        output, candidates = _rank(ranking, finalize(node, ranked, (KEY, KEPT)), 0, True)
+        return StateResult(groups, None, full=True, candidates=candidates), output  # type: ignore[arg-type]
+    return StateResult(groups, None, full=True), above(chain, finalize(node, groups))  # type: ignore[arg-type]
+
+
 def _partials(node: ir.Reduce, d: pa.Table, keys: list[str], parts: Parts,
-              state: KeptState) -> pa.Table:
+              state: KeptState | None) -> pa.Table:
     """Per group of the changes ``d``: the partials they add, typed as the state keeps
     them (Spark's sums: decimal(38, s), bigint, double), with the state's KEY."""
     diff = d.column(DIFF).combine_chunks()
@@ -207,6 +231,8 @@ def _times(v: pa.Array, diff: pa.Array) -> pa.Array:
     """``v · diff`` (diff is ±1 but for rows a batch inserted or deleted twice)."""
     if pa.types.is_decimal(v.type):
         v = v.cast(pa.decimal128(38, v.type.scale))
+        if pc.min(diff).as_py() == 1 and pc.max(diff).as_py() == 1:
+            return v  # every row once (a rebuild): decimal arithmetic costs seconds here
         if pc.all(pc.equal(pc.abs(diff), 1)).as_py() is not False:
             return pc.if_else(pc.less(diff, 0), pc.negate_checked(v), v)
         return pc.multiply_checked(v, diff.cast(pa.decimal128(19, 0))).cast(
@@ -218,11 +244,11 @@ def _times(v: pa.Array, diff: pa.Array) -> pa.Array:
     raise NotLocal(f"a sum of {v.type} in process")
 
 
-def _typed_like_state(out: pa.Table, state: KeptState, keys: list[str]) -> pa.Table:
+def _typed_like_state(out: pa.Table, state: KeptState | None, keys: list[str]) -> pa.Table:
     """The partials cast to the state's stored types, so that merging and the state's
     commit see the same schema as a Spark tick's (a fresh state: Spark's own types)."""
     schema = (state.shard.arrow_schema(state.version)
-              if state.version is not None else None)
+              if state is not None and state.version is not None else None)
     fields = []
     for f in out.schema:
         t = schema.field(f.name).type if schema is not None and f.name in schema.names else (

@@ -25,10 +25,12 @@ from mzflow.storage.rows import conform
 
 
 def incremental(t: IndexTarget, inputs: Inputs, mode: Mode, since: int, at: int,
-                warehouse: Path, n: Counters) -> pa.Table | None:
+                warehouse: Path, n: Counters, rebuild: bool = False) -> pa.Table | None:
     root = t.plan.root
     assert root is not None
-    flow = LocalFlow(root, inputs, read_limit=t.tuning.local_read_rows)
+    # A rebuild reads its inputs whole: ``decide.executor`` sent it here because they fit.
+    flow = LocalFlow(root, inputs, read_limit=(t.tuning.local_rebuild_rows if rebuild
+                                               else t.tuning.local_read_rows))
     try:
         if mode == Mode.DELTA:
             d = flow.delta(root)
@@ -38,7 +40,7 @@ def incremental(t: IndexTarget, inputs: Inputs, mode: Mode, since: int, at: int,
         ctx = t.plan.context
         reduce = ctx.state_reduce
         assert reduce is not None
-        state = KeptState(StateShard(paths.state(warehouse, t.plan.index.id)), since, False)
+        state = KeptState(StateShard(paths.state(warehouse, t.plan.index.id)), since, rebuild)
         got = local_state.run(flow, ctx.chain, reduce, state, topk_margin=t.tuning.topk_margin)
         if got is None:
             return None
