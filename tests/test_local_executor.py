@@ -221,9 +221,11 @@ def test_a_first_tick_rebuilds_in_process_as_spark_does(tmp_path: Path) -> None:
         db.execute(w)
     want = {name: _normal(db.execute(sql).fetchall()) for name, sql in views.items()}
     executors, rows = {}, {}
-    for limit in (10_000, 0):
+    cases = {10_000: "local_rebuild_rows = 10000", 0: "local_rebuild_rows = 0",
+             -1: "hot_memory_share = 0.000000001"}  # -1: over the memory budget
+    for limit, setting in cases.items():
         with mzflow.connect(str(tmp_path / str(limit))) as conn:
-            conn.execute(f"ALTER SYSTEM SET local_rebuild_rows = {limit}")
+            conn.execute(f"ALTER SYSTEM SET {setting}")
             conn.execute("CREATE CLUSTER c")
             conn.execute(SETUP)
             for w in seed:
@@ -241,8 +243,10 @@ def test_a_first_tick_rebuilds_in_process_as_spark_does(tmp_path: Path) -> None:
     assert all(e.startswith("local (a state rebuild of ") for e in executors[10_000]), (
         executors)
     assert all(e.startswith("spark (reads every input row") for e in executors[0]), executors
+    assert all("does not fit the cluster's memory budget" in e for e in executors[-1]), (
+        executors)
     for name in views:
-        assert rows[(10_000, name)] == rows[(0, name)], name
+        assert rows[(10_000, name)] == rows[(0, name)] == rows[(-1, name)], name
 
 
 def test_a_refused_in_process_tick_decides_again_as_for_spark(tmp_path: Path) -> None:

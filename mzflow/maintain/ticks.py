@@ -39,7 +39,7 @@ from mzflow.incremental.decide import (
     decide,
     executor,
 )
-from mzflow.incremental.modes import Mode, StrategyKind
+from mzflow.incremental.modes import Mode, Side, StrategyKind
 from mzflow.incremental.plan import ChangePlan, derive
 from mzflow.incremental.rules.base import Strategy
 from mzflow.maintain import arrangements
@@ -384,6 +384,8 @@ class _Tick:
         exactly, else on Spark (what ran and why goes into the tick's line). Raises
         _OnSpark when the refusal changes the decision."""
         d = self.decision
+        if where[0] == LOCAL and d.rebuild:
+            where = self._rebuild_fits(where, arranged)
         if where[0] == LOCAL:
             try:
                 changed = tick_local.incremental(self.target, arranged, d.mode, self.since,
@@ -401,6 +403,18 @@ class _Tick:
         self.executor = f"spark ({where[1]})"
         return execute.incremental(self.target, arranged, d.mode, self.since, d.rebuild,
                                    self.at, self.warehouse, self.counters)
+
+    def _rebuild_fits(self, where: tuple[str, str], arranged: inputs.Inputs
+                      ) -> tuple[str, str]:
+        """``where``, or Spark when reading the inputs whole (a join's intermediate rows
+        and the partials on top: 3x) would not fit the cluster's memory budget."""
+        need = 3 * arrange.read_bytes(self._root(), arranged, Side.NEW)
+        budget = arrange.memory_budget(self.snap, self.plan.index.cluster_id,
+                                       self.target.tuning)
+        if need <= budget:
+            return where
+        return SPARK, (f"in process: a rebuild needing ~{need >> 20} MiB does not fit the "
+                       f"cluster's memory budget ({budget >> 20} MiB)")
 
     def _root(self) -> Node:
         assert self.plan.root is not None

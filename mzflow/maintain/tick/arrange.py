@@ -125,9 +125,7 @@ def maintain(snap: Snapshot, warehouse: Path, cluster_id: int, root: Node,
     for need in sorted(set(needs(root)) | set(extra)):
         by_item.setdefault(need.item_id, []).append(need)
     used = _cluster_columns(snap, cluster_id, root)
-    cluster = snap.cluster(cluster_id)
-    budget = int(tuning.hot_memory_share * sizes.of_cluster(
-        cluster.virtual if cluster else True, cluster.size if cluster else None).memory_bytes)
+    budget = memory_budget(snap, cluster_id, tuning)
     out = dict(inputs)
     for ref, inp in inputs.items():
         item_id = ref_item(root, ref)
@@ -348,6 +346,21 @@ def record(lazy: Lazy) -> None:
         (path / READS_FILE).write_text(json.dumps({"rows": a.read[0]}))
     except OSError:  # dropped meanwhile
         pass
+
+
+def memory_budget(snap: Snapshot, cluster_id: int | None, tuning: Tuning) -> int:
+    """The bytes a cluster's work may hold in one process: a share of its SIZE."""
+    cluster = snap.cluster(cluster_id) if cluster_id is not None else None
+    return int(tuning.hot_memory_share * sizes.of_cluster(
+        cluster.virtual if cluster else True, cluster.size if cluster else None).memory_bytes)
+
+
+def read_bytes(root: Node, inputs: dict[str, Input], side: Side) -> int:
+    """What reading the inputs whole at ``side`` brings into memory (their columns the
+    plan reads, from the files' Parquet metadata)."""
+    wanted = columns.stored(root)
+    return sum(hot_mod.estimate_bytes(inp.files[side] or (), sorted(wanted.get(
+        ref_item(root, ref), ()))) for ref, inp in inputs.items())
 
 
 def ref_item(root: Node, ref: str) -> str:
