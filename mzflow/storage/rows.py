@@ -253,6 +253,12 @@ def conform(table: pa.Table, targets: Sequence[Target], *, first_row: int = 1) -
     for j, target in enumerate(targets):
         arrow = parse_type(target.type).arrow
         column = table.column(j)
+        if (pa.types.is_decimal(arrow) and pa.types.is_decimal(column.type)
+                and column.type.scale > arrow.scale):
+            # PostgreSQL rounds a numeric assigned to a column of smaller scale, half
+            # away from zero (1/8.0 into numeric(10,2) is 0.13); the cast below still
+            # refuses what then overflows the precision.
+            column = pc.round(column, arrow.scale, round_mode="half_towards_infinity")
         if column.type != arrow:
             try:
                 column = pc.cast(column, arrow, safe=True)
