@@ -356,7 +356,7 @@ def test_drop_and_alter_are_the_owner_s(home, admin, joe) -> None:
         root.execute("DROP VIEW v")  # materialize's, dropped by another superuser
 
 
-def test_server_files_are_for_superusers_only(tmp_path, admin, joe) -> None:
+def test_server_files_need_a_file_access_role(tmp_path, admin, joe) -> None:
     data = tmp_path / "rows.csv"
     data.write_text("1\n2\n")
     admin.execute("GRANT INSERT, SELECT ON t TO joe")
