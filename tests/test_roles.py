@@ -78,8 +78,11 @@ def scram_login(verifier: str, password: str) -> bool:
 
 def test_materialize_is_the_built_in_superuser_and_the_default_role(admin) -> None:
     assert admin.role == "materialize"
+    # PostgreSQL's predefined roles for server files are there too (tests/test_security.py)
     assert admin.execute("SELECT name, inherit, rolcanlogin, rolsuper FROM mz_roles"
-                         ).rows == [("materialize", True, True, True)]
+                         ).rows == [("pg_read_server_files", True, False, False),
+                                    ("pg_write_server_files", True, False, False),
+                                    ("materialize", True, True, True)]
     assert admin.execute("SHOW ROLES").rows == [("materialize", "")]
     assert admin.execute("SELECT * FROM mz_role_members").rows == []
 
@@ -196,7 +199,13 @@ def test_role_ddl_errors_are_materialize_s(admin) -> None:
         "DROP ROLE materialize": ("55006", "current role cannot be dropped"),
         "ALTER ROLE materialize NOSUPERUSER": ("42501", "permission denied to alter role"),
         "GRANT SELECT ON mz_roles TO nobody": ("42704", "unknown"),
-        "GRANT joe TO materialize": ("0A000", "role membership"),
+        "GRANT joe TO joe": ("0LP01", 'role "joe" is a member of role "joe"'),
+        "GRANT nobody TO joe": ("42704", "unknown role 'nobody'"),
+        "GRANT joe TO nobody": ("42704", "unknown role 'nobody'"),
+        "DROP ROLE pg_read_server_files": (
+            "2BP01", "cannot drop role pg_read_server_files because it is required by the "
+                     "database system"),
+        "ALTER ROLE pg_write_server_files LOGIN": ("2BP01", "cannot alter role"),
     }
     for sql, (code, message) in cases.items():
         with pytest.raises(mzflow.Error) as e:
@@ -347,7 +356,7 @@ def test_drop_and_alter_are_the_owner_s(home, admin, joe) -> None:
         root.execute("DROP VIEW v")  # materialize's, dropped by another superuser
 
 
-def test_server_files_are_for_superusers_only(tmp_path, admin, joe) -> None:
+def test_server_files_need_a_file_access_role(tmp_path, admin, joe) -> None:
     data = tmp_path / "rows.csv"
     data.write_text("1\n2\n")
     admin.execute("GRANT INSERT, SELECT ON t TO joe")

@@ -206,6 +206,14 @@ grants = sa.Table(
     sa.Column("privileges", sa.String(16), nullable=False),
 )
 
+# Role membership (v12): GRANT <role> TO <member> (catalog/roles.py).
+role_members = sa.Table(
+    "role_members", metadata,
+    sa.Column("role_id", sa.String(32), primary_key=True),
+    sa.Column("member", sa.String(32), primary_key=True),
+    sa.Column("grantor", sa.String(32), nullable=False),
+)
+
 # ALTER DEFAULT PRIVILEGES (v11): "" for no database or schema (a key column cannot be
 # NULL); role_id "p" for ALL ROLES.
 default_privileges = sa.Table(
@@ -342,6 +350,18 @@ def _v11_defaults(conn: Connection) -> None:
     object_comments.create(conn)
 
 
+def _v12_members(conn: Connection) -> None:
+    """Role membership, and PostgreSQL's predefined roles that grant server file access
+    (``pg_read_server_files``, ``pg_write_server_files``), with PostgreSQL's OIDs."""
+    from mzflow.catalog import roles as role_rules
+
+    role_members.create(conn)
+    conn.execute(roles.insert(), [
+        {"id": role_id, "oid": oid, "name": name, "inherit": True, "login": False,
+         "superuser": False, "verifier": None}
+        for role_id, oid, name in role_rules.PREDEFINED])
+
+
 MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (1, "initial catalog", _v1_initial),
     (2, "timestamps and frontiers", _v2_time),
@@ -354,6 +374,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[Connection], None]], ...] = (
     (9, "roles and privileges", _v9_roles),
     (10, "schemas", _v10_schemas),
     (11, "default privileges, object comments", _v11_defaults),
+    (12, "role membership, predefined roles", _v12_members),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -232,6 +232,7 @@ class Snapshot:
     roles: tuple[Role, ...] = ()
     grants: tuple[Grant, ...] = ()
     owners: tuple[tuple[str, str, str], ...] = ()  # (object type, object id, role id)
+    role_members: tuple[tuple[str, str, str], ...] = ()  # (role id, member id, grantor id)
     default_privileges: tuple[DefaultPrivilege, ...] = ()
     # (object type, object id, text) of objects that are not items: schemas'
     object_comments: tuple[tuple[str, str, str], ...] = ()

@@ -224,6 +224,13 @@ def _pg_authid(snap: Snapshot) -> list[Row]:
              None, None) for oid, name, superuser, login in roles(snap)]
 
 
+def _pg_auth_members(snap: Snapshot) -> list[Row]:
+    oids = {r.id: r.oid for r in snap.roles}
+    return [(oids[role], oids[member], oids.get(grantor, 0), False)
+            for role, member, grantor in snap.role_members
+            if role in oids and member in oids]
+
+
 def _pg_am(snap: Snapshot) -> list[Row]:
     # amcanorder (hidden) is 9.5's: pgjdbc's getIndexInfo reads it from a server below 9.6.
     return [(HEAP_OID, "heap", "heap_tableam_handler", "t", False),
@@ -385,7 +392,8 @@ TABLES = [
            "rolreplication boolean, rolbypassrls boolean, rolconnlimit integer, "
            "rolpassword text null, rolvaliduntil timestamp with time zone null",
            _pg_authid),
-    _table("pg_auth_members", "roleid oid, member oid, grantor oid, admin_option boolean"),
+    _table("pg_auth_members", "roleid oid, member oid, grantor oid, admin_option boolean",
+           _pg_auth_members),
     # A session's settings: the session fills the rows (session/catalog_functions.py).
     _table("pg_settings",
            "name text, setting text, unit text null, category text, short_desc text, "

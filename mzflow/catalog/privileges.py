@@ -4,7 +4,8 @@ An object is ``(type, id)``: an ``item`` (a relation, index or sink) by its id, 
 ``cluster``, a ``schema``, the ``database``, or the ``system``. Its owner (the role
 that created it) holds every privilege on it; a superuser bypasses every check. Grants
 hold Materialize's ACL letters. Every role is in PUBLIC, which may use the database,
-its ``public`` schema and the ``default`` cluster.
+its ``public`` schema and the ``default`` cluster; a member of a role (``GRANT r TO
+joe``) holds what the role holds, its ownership included (catalog/roles.py).
 
 Reads follow Materialize (and PostgreSQL): a role reading a view needs SELECT on the
 view, and the view's *owner* needs it on what the view reads, recursively; the reader
@@ -134,20 +135,26 @@ def owner_of(snap: Snapshot, obj: Obj) -> str:
 
 
 def granted(snap: Snapshot, role_id: str, obj: Obj) -> str:
-    """The letters granted on ``obj`` to ``role_id`` or to PUBLIC (not an owner's)."""
+    """The letters granted on ``obj`` to ``role_id``, to a role it is a member of, or to
+    PUBLIC (not an owner's)."""
+    held = roles.memberships(snap, role_id)
     return "".join(g.privileges for g in snap.grants
-                   if (g.object_type, g.object_id) == obj
-                   and g.grantee in (role_id, roles.PUBLIC_ID))
+                   if (g.object_type, g.object_id) == obj and g.grantee in held)
 
 
 def has(snap: Snapshot, role_id: str, obj: Obj, letter: str) -> bool:
-    if roles.is_superuser(snap, role_id) or owner_of(snap, obj) == role_id:
+    if is_owner(snap, role_id, obj):
         return True
     return letter in granted(snap, role_id, obj)
 
 
 def is_owner(snap: Snapshot, role_id: str, obj: Obj) -> bool:
-    return roles.is_superuser(snap, role_id) or owner_of(snap, obj) == role_id
+    """A superuser, the owner, or a member of the owning role (PostgreSQL's and
+    Materialize's: a member acts with its roles' privileges, ownership included)."""
+    if roles.is_superuser(snap, role_id):
+        return True
+    owner = owner_of(snap, obj)
+    return owner == role_id or owner in roles.memberships(snap, role_id)
 
 
 # -- checks ------------------------------------------------------------------------

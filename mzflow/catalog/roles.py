@@ -7,6 +7,12 @@ exchange. :func:`verifier` and :func:`can_login` are what the server asks.
 
 The built-in role ``materialize`` is a superuser and exists from the start: it is the
 default role of an in-process connection, as Materialize's local default user is.
+
+Membership (``GRANT <role> TO <member>``) is PostgreSQL's and Materialize's: a member
+holds what its roles hold, transitively (every role INHERITs, as in Materialize).
+PostgreSQL's predefined roles ``pg_read_server_files`` and ``pg_write_server_files``
+exist from the start (catalog migration 12): their members may make the server read or
+write files (session/files.py), which is otherwise a superuser's.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import binascii
 import hmac
 import os
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -32,6 +39,13 @@ MATERIALIZE_ID = "u1"
 PUBLIC = "PUBLIC"
 PUBLIC_ID = "p"  # Materialize's id of the PUBLIC pseudo-role, which every role is in
 DATABASE_ID = "u1"  # the materialize database, as Materialize numbers it
+
+# PostgreSQL's predefined roles for server files: (id, PostgreSQL's OID, name). "g" ids,
+# as Materialize numbers its predefined roles (mz_monitor is g1).
+READ_SERVER_FILES = "pg_read_server_files"
+WRITE_SERVER_FILES = "pg_write_server_files"
+PREDEFINED = (("g1", 4569, READ_SERVER_FILES), ("g2", 4570, WRITE_SERVER_FILES))
+PREDEFINED_IDS = frozenset(role_id for role_id, _, _ in PREDEFINED)
 
 MECHANISM = "SCRAM-SHA-256"
 ITERATIONS = 4096  # PostgreSQL's scram_iterations default
@@ -71,6 +85,51 @@ def can_login(snap: Snapshot, name: str) -> bool:
 def is_superuser(snap: Snapshot, role_id: str) -> bool:
     role = by_id(snap, role_id)
     return role is not None and role.superuser
+
+
+def memberships(snap: Snapshot, role_id: str) -> frozenset[str]:
+    """The role ids whose privileges ``role_id`` holds: itself, PUBLIC, and every role
+    it is a member of, directly or through another."""
+    return closure(snap.role_members, role_id) | {PUBLIC_ID}
+
+
+def closure(members: Iterable[tuple[str, str, str]], role_id: str) -> frozenset[str]:
+    """``role_id`` and the roles it is in, transitively, by (role, member, grantor) rows."""
+    edges = list(members)
+    held = {role_id}
+    todo = [role_id]
+    while todo:
+        member = todo.pop()
+        for role in (r for r, mem, _ in edges if mem == member):
+            if role not in held:
+                held.add(role)
+                todo.append(role)
+    return frozenset(held)
+
+
+def has_role(snap: Snapshot, role_id: str, role_name: str) -> bool:
+    """Whether ``role_id`` is ``role_name``, a member of it, or a superuser (who holds
+    every role implicitly, as in PostgreSQL)."""
+    if is_superuser(snap, role_id):
+        return True
+    role = find(snap, role_name)
+    return role is not None and role.id in memberships(snap, role_id)
+
+
+def add_member(conn: sa.engine.Connection, role_id: str, member: str, grantor: str) -> None:
+    conn.execute(m.role_members.insert().values(role_id=role_id, member=member,
+                                                grantor=grantor))
+
+
+def remove_member(conn: sa.engine.Connection, role_id: str, member: str) -> None:
+    t = m.role_members
+    conn.execute(t.delete().where((t.c.role_id == role_id) & (t.c.member == member)))
+
+
+def forget_memberships(conn: sa.engine.Connection, role_id: str) -> None:
+    """A dropped role leaves the roles it was in, and its members leave it (PostgreSQL)."""
+    t = m.role_members
+    conn.execute(t.delete().where((t.c.role_id == role_id) | (t.c.member == role_id)))
 
 
 # -- verifiers -------------------------------------------------------------------
@@ -147,6 +206,9 @@ def load(conn: sa.engine.Connection) -> dict[str, Any]:
                 m.grants.c.grantor))),
         "owners": tuple((r.object_type, r.object_id, r.role_id) for r in conn.execute(
             sa.select(m.owners).order_by(m.owners.c.object_type, m.owners.c.object_id))),
+        "role_members": tuple((r.role_id, r.member, r.grantor) for r in conn.execute(
+            sa.select(m.role_members).order_by(m.role_members.c.role_id,
+                                               m.role_members.c.member))),
     }
 
 

@@ -327,13 +327,12 @@ TABLES: dict[str, SystemTable] = {
         SystemTable("mz_comments",
                     _cols("id text, object_type text, object_sub integer null, comment text"),
                     _cols("object_sub_id integer null"), _comment_rows),
-        # Roles (catalog/roles.py). mzflow has no role membership: mz_role_members is
-        # empty, as Materialize's is until GRANT <role> TO <role>.
+        # Roles (catalog/roles.py) and their members (GRANT <role> TO <role>).
         SystemTable("mz_roles",
                     _cols("id text, oid integer, name text, inherit boolean, "
                           "rolcanlogin boolean, rolsuper boolean"), (), _role_rows),
         SystemTable("mz_role_members", _cols("role_id text, member text, grantor text"), (),
-                    lambda snap: []),
+                    lambda snap: list(snap.role_members)),
         SystemTable("mz_collection_ids", _cols("item_id text, global_id text, version integer"),
                     (), _collection_rows),
         SystemTable("mz_schemas",

@@ -103,7 +103,7 @@ def _select_of(table: Item, sql: str) -> exp.Select:
             raise InvalidDefinition(f'a projection of "{table.name}" reads "{table.name}" '
                                     "alone")
         return query
-    return query.from_(exp.to_table(table.name))
+    return query.from_(exp.table_(table.name, quoted=True))
 
 
 def shape(snap: Snapshot, table: Item, projection: Projection) -> Shape:

@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from mzflow.errors import InvalidOption, InvalidTextRepresentation, Unsupported
 from mzflow.server.backend import Outcome
+from mzflow.session import access
 from mzflow.values import pg_text
 
 log = logging.getLogger("mzflow.server")
@@ -89,6 +90,8 @@ class FromStdin:
                                  self.options.get("null", "\\N"))
                 source, params = parquet, [_param("FORMAT", "PARQUET")]
             copy.set("files", [exp.Literal.string(str(source))])
+            # The spooled file is the client's data: no server file privilege applies.
+            copy.set(access.FROM_CLIENT, True)
             copy.set("params", [exp.CopyParameter(this=p.this, expression=p.expression)
                                 for p in params])
             return self.run(copy)

@@ -30,6 +30,10 @@ from mzflow.server.protocol import Connection
 log = logging.getLogger("mzflow.server")
 
 MAX_CONNECTIONS = 500
+# Connections from one address that have not logged in yet: a flood of failing logins
+# (each held in its growing delay) from one address takes at most this many of the
+# MAX_CONNECTIONS, and the others keep theirs. The Unix socket is the OS user's alone.
+MAX_LOGINS_PER_PEER = 64
 LOGIN_SECONDS = 60.0  # PostgreSQL's authentication_timeout: a silent client is let go
 _CHUNK = 64 * 1024  # a client's bytes are read up to this much at a time
 _HANGUP = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0)
@@ -45,6 +49,7 @@ class SocketWire:
         self.unix = unix
         self.tls_available = tls is not None
         self.tls_active = False
+        self.logging_in = False  # counted in its peer's logins under way (Server)
         self._tls = tls
         self._buffer = bytearray()  # read from the socket, not yet taken
 
@@ -131,6 +136,7 @@ class Server:
         self._listeners: list[tuple[socket.socket, bool]] = []
         self._clients: dict[int, _Client] = {}
         self._wires: dict[int, SocketWire] = {}  # every open client socket, by thread
+        self._logins: dict[str, int] = {}  # a peer's connections not yet logged in
         self._lock = threading.Lock()
         self._pids = iter(range(os.getpid() % 1000 * 100_000 + 1, 2**31))
         self._stop = threading.Event()
@@ -203,13 +209,23 @@ class Server:
             if not is_unix:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             wire = SocketWire(sock, peer, is_unix, self.tls)
+            refusal = None
             with self._lock:
-                busy = len(self._wires) >= MAX_CONNECTIONS
-            if busy:
+                if len(self._wires) >= MAX_CONNECTIONS:
+                    refusal = "sorry, too many clients already"
+                elif not is_unix and self._logins.get(peer, 0) >= MAX_LOGINS_PER_PEER:
+                    refusal = f"sorry, too many logins under way from {peer}"
+                elif not is_unix:
+                    self._logins[peer] = self._logins.get(peer, 0) + 1
+                    wire.logging_in = True
+            if refusal is not None:
                 from mzflow.server import codec
 
+                if "logins" in refusal:
+                    log.warning("refused a connection from %s: %d logins under way",
+                                peer, MAX_LOGINS_PER_PEER)
                 wire.send(codec.error({"S": "FATAL", "V": "FATAL", "C": "53300",
-                                       "M": "sorry, too many clients already"}))
+                                       "M": refusal}))
                 wire.close()
                 continue
             t = threading.Thread(target=self._serve, args=(wire,), daemon=True,
@@ -226,7 +242,18 @@ class Server:
         finally:
             with self._lock:
                 self._wires.pop(me, None)
+                self._logged_in(wire)
             wire.close()
+
+    def _logged_in(self, wire: SocketWire) -> None:
+        """``wire``'s login is over (either way); under the lock."""
+        if wire.logging_in:
+            wire.logging_in = False
+            left = self._logins.get(wire.peer, 1) - 1
+            if left > 0:
+                self._logins[wire.peer] = left
+            else:
+                self._logins.pop(wire.peer, None)
 
     def _register(self, connection: Connection) -> tuple[int, int]:
         wire = connection.wire
@@ -236,6 +263,7 @@ class Server:
         with self._lock:
             pid = next(self._pids)
             self._clients[pid] = client
+            self._logged_in(wire)
         connection.pid = pid
         return pid, client.secret
 

@@ -7,9 +7,10 @@ The rules themselves are catalog/privileges.py's; this module only maps statemen
 them. Ticks, sinks' exports and Airflow's tasks run as the system: no statement, no
 check.
 
-Beyond Materialize: reading or writing server files (``COPY … FROM '<file>'``, a sink,
-an expectation suite read from a file) is for superusers only, as PostgreSQL keeps it
-to ``pg_read_server_files``/``pg_write_server_files``.
+Beyond Materialize: reading or writing server files (``COPY … FROM '<file>'``, a source
+FROM FILES, a sink, an expectation suite read from a file) needs the privileges of
+PostgreSQL's ``pg_read_server_files``/``pg_write_server_files``, and each path must
+resolve under ``allowed_file_roots`` (session/files.py).
 """
 
 from __future__ import annotations
@@ -27,13 +28,8 @@ from mzflow.catalog.ddl.core import KINDS
 from mzflow.catalog.ddl.roles import grant_objects
 from mzflow.catalog.model import DATABASE, Item, Snapshot
 from mzflow.errors import InsufficientPrivilege
+from mzflow.session import files
 from mzflow.sql import ast
-
-FILES_READ = ("Only superusers may read the server's files (PostgreSQL keeps this to "
-              "pg_read_server_files); COPY … FROM STDIN needs only INSERT.")
-FILES_WRITTEN = ("Only superusers may make the server write files (PostgreSQL keeps this "
-                 "to pg_write_server_files): a sink writes its files with the server's "
-                 "access.")
 
 
 @dataclass(frozen=True)
@@ -41,6 +37,17 @@ class Session:
     snap: Snapshot
     role_id: str
     cluster: str  # the session's cluster variable
+    places: files.Places | None = None  # None: no server path is allowed
+
+    def server_files(self, mode: str, action: str, location: str, *,
+                     pattern: str | None = None) -> None:
+        """``location`` read (files.READ) or written (files.WRITE) by the server: the
+        role needs the predefined role's privileges, and the path an allowed root."""
+        files.require(self.snap, self.role_id, mode, action)
+        if self.places is None:
+            raise InsufficientPrivilege(f"permission denied to {action}",
+                                        detail="This session has no server file roots.")
+        files.confine(self.snap, self.places, location, pattern=pattern)
 
     def need(self, obj: p.Obj, letter: str) -> p.Need:
         return p.Need(self.role_id, obj, letter)
@@ -59,8 +66,10 @@ class Session:
         return p.cluster_object(self.snap.cluster_by_name(name).id)
 
 
-def authorize(snap: Snapshot, role_id: str, stmt: exp.Expr, cluster: str) -> None:
-    """Raise InsufficientPrivilege (42501) unless ``role_id`` may run ``stmt``."""
+def authorize(snap: Snapshot, role_id: str, stmt: exp.Expr, cluster: str,
+              places: files.Places | None = None) -> None:
+    """Raise InsufficientPrivilege (42501) unless ``role_id`` may run ``stmt``;
+    ``places`` locate the server's file roots (session/files.py)."""
     role = roles.by_id(snap, role_id)
     if role is None:
         raise InsufficientPrivilege(f"role {role_id} was concurrently dropped",
@@ -70,7 +79,7 @@ def authorize(snap: Snapshot, role_id: str, stmt: exp.Expr, cluster: str) -> Non
         return
     rule = _RULES.get(type(stmt))
     if rule is not None:
-        rule(Session(snap, role_id, cluster), stmt)
+        rule(Session(snap, role_id, cluster, places), stmt)
 
 
 def read_needs(session: Session, node: exp.Expr, *, cluster: bool) -> list[p.Need]:
@@ -154,13 +163,32 @@ def _modify(letter: str) -> Callable[[Session, Any], None]:
     return rule
 
 
+# Set on the COPY that `mzflow serve` runs for a client's COPY … FROM STDIN (server/
+# copy.py): its spooled file is the client's data, not a server file. No SQL text can
+# set it: the parser never does.
+FROM_CLIENT = "from_client"
+
+
 def _copy(s: Session, stmt: exp.Copy) -> None:
-    if not stmt.args.get("kind"):  # COPY … TO: a read
+    paths = [f.this for f in stmt.args.get("files") or [] if isinstance(f, exp.Literal)]
+    if not stmt.args.get("kind"):  # COPY … TO: a read (TO STDOUT is an identifier)
+        for path in paths:
+            s.server_files(files.WRITE, "COPY to a file", path)
         s.check(read_needs(s, stmt.this, cluster=True))
         return
-    if any(isinstance(f, exp.Literal) for f in stmt.args.get("files") or []):
-        s.superuser("COPY from a file", FILES_READ)  # FROM STDIN is an identifier
+    if not stmt.args.get(FROM_CLIENT):
+        pattern = _copy_pattern(stmt)
+        for path in paths:  # FROM STDIN is an identifier
+            s.server_files(files.READ, "COPY from a file", path, pattern=pattern)
     s.check(_target(s, stmt.this, "a"))
+
+
+def _copy_pattern(stmt: exp.Copy) -> str | None:
+    for param in stmt.args.get("params") or []:
+        value = param.args.get("expression")
+        if param.this.name.lower() == "pattern" and isinstance(value, exp.Literal):
+            return str(value.this)
+    return None
 
 
 # -- DDL -------------------------------------------------------------------------------
@@ -191,15 +219,25 @@ def _create_index(s: Session, stmt: ast.CreateIndex) -> None:
 
 def _create_source(s: Session, stmt: ast.CreateSource) -> None:
     """Materialize's: CREATE on the schema and on the cluster. A source FROM FILES
-    reads the server's files on every tick, as COPY FROM a file does: superusers only."""
+    reads the server's files on every tick, as COPY FROM a file does."""
     if stmt.args.get("generator") is None:
-        s.superuser("create a source from files", FILES_READ)
+        from mzflow.sources.files import of
+
+        spec = of(stmt)
+        s.server_files(files.READ, "create a source from files", spec.folder,
+                       pattern=spec.pattern)
     s.check([s.need(_schema_of(s.snap, stmt.this), "C"),
              s.need(s.cluster_object(stmt.args.get("cluster")), "C")])
 
 
 def _create_sink(s: Session, stmt: ast.CreateSink) -> None:
-    s.superuser("create a sink", FILES_WRITTEN)
+    """A sink writes files with the server's access; then Materialize's: CREATE on the
+    schema and the cluster, and reading what it exports."""
+    s.server_files(files.WRITE, "create a sink", stmt.args["path"].name)
+    s.check([s.need(_schema_of(s.snap, stmt.this), "C")]
+            + read_needs(s, exp.select("*").from_(stmt.args["source"].copy()),
+                         cluster=False)
+            + [s.need(s.cluster_object(stmt.args.get("cluster")), "C")])
 
 
 def _cluster_owner(s: Session, stmt: ast.AlterCluster) -> None:
@@ -248,7 +286,8 @@ def _item_owner(name: Callable[[Any], exp.Expr | None]) -> Callable[[Session, An
 def _alter_expectation(s: Session, stmt: ast.AlterExpectation) -> None:
     _item_owner(lambda st: st.this)(s, stmt)
     if stmt.args["action"] == "SUITE":
-        s.superuser("read an expectation suite from a file", FILES_READ)
+        s.server_files(files.READ, "read an expectation suite from a file",
+                       stmt.args["name"].name)
 
 
 def _comment(s: Session, stmt: exp.Comment) -> None:
@@ -257,7 +296,8 @@ def _comment(s: Session, stmt: exp.Comment) -> None:
         s.owner(p.schema_object(s.snap, target.db or None, target.name))
         return
     if isinstance(target, exp.Column):
-        target = exp.to_table(target.table) if target.table else None
+        table = target.args.get("table")  # an Identifier: never re-parsed as SQL text
+        target = exp.Table(this=table.copy(), db=target.args.get("db")) if table else None
     _item_owner(lambda st: target)(s, stmt)
 
 
@@ -311,7 +351,8 @@ def _drop_roles(s: Session, stmt: ast.DropRoles) -> None:
 def _grant(s: Session, stmt: ast.GrantPrivileges) -> None:
     kind = stmt.args["kind"]
     if kind == "ROLE":
-        return  # refused by name when it runs
+        _grant_role(s, stmt)
+        return
     if kind == "SYSTEM":
         s.superuser("GRANT/REVOKE SYSTEM PRIVILEGES")
         return
@@ -327,9 +368,22 @@ def _grant(s: Session, stmt: ast.GrantPrivileges) -> None:
     s.check(needs)
 
 
+def _grant_role(s: Session, stmt: ast.GrantPrivileges) -> None:
+    """Materialize's: membership is granted by a CREATEROLE holder. A role that is a
+    superuser, or that grants server file access, only by a superuser (in PostgreSQL,
+    only a superuser holds ADMIN OPTION on the predefined roles)."""
+    s.check([s.need(p.SYSTEM, "R")])
+    verb = "revoke" if stmt.args.get("revoke") else "grant"
+    for name in stmt.args["privileges"]:
+        role = roles.find(s.snap, name)
+        if role is not None and (role.superuser or role.id in roles.PREDEFINED_IDS):
+            s.superuser(f'{verb} role "{name}"',
+                        f'Only superusers may {verb} role "{name}": it is a superuser or '
+                        "reaches the server's files.")
+
+
 def _alter_default_privileges(s: Session, stmt: ast.AlterDefaultPrivileges) -> None:
-    """Materialize's: FOR ALL ROLES is a superuser's; FOR ROLE r needs membership in r,
-    which here (no role membership) means being r."""
+    """Materialize's: FOR ALL ROLES is a superuser's; FOR ROLE r needs membership in r."""
     creators = stmt.args.get("roles")
     if creators is None:
         s.superuser("ALTER DEFAULT PRIVILEGES FOR ALL ROLES")
@@ -338,7 +392,7 @@ def _alter_default_privileges(s: Session, stmt: ast.AlterDefaultPrivileges) -> N
         return
     for name in creators:
         role = roles.find(s.snap, name.name)
-        if role is not None and role.id != s.role_id:
+        if role is not None and role.id not in roles.memberships(s.snap, s.role_id):
             raise InsufficientPrivilege(f'must be a member of "{name.name}"')
 
 

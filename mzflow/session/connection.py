@@ -35,7 +35,7 @@ from mzflow.maintain import compaction as maintenance
 from mzflow.projections import manage as projections
 from mzflow.quality import quarantine
 from mzflow.read import reads
-from mzflow.session import access, explain, wiring
+from mzflow.session import access, explain, files, wiring
 from mzflow.session import describe as describe_mod
 from mzflow.session import params as params_mod
 from mzflow.session import show as show_mod
@@ -77,6 +77,7 @@ class Connection:
         self.role_id = found.id
         self.store.role_id = found.id
         self._role = role
+        self._places = files.Places.of(cfg)  # where server files may be (files.py)
         self.write_hooks = wiring.write_hooks(self.store, cfg.warehouse)
         self.read_sources = wiring.read_sources(self.store, cfg.warehouse)
         self.vars = Variables(self.store, role)
@@ -252,7 +253,7 @@ class Connection:
                          ) -> None:
         snap = self.store.snapshot()
         target = quarantine.quarantine_of(snap, snap.item(view_id))
-        self.writes.append(exp.to_table(target.name), rows, key)
+        self.writes.append(exp.table_(target.name, quoted=True), rows, key)
 
     def subscribe(self, sql: str, *, poll_seconds: float = 0.5) -> subscribe_mod.Subscription:
         """``SUBSCRIBE …`` as an iterator of rows (it waits for writes; stop iterating, or
@@ -329,7 +330,8 @@ class Connection:
             superuser = roles.is_superuser_now(self.store.engine, self.role_id)
         if not superuser:
             snap = self.store.snapshot()
-            access.authorize(snap, self.role_id, stmt, self.variable("cluster"))
+            access.authorize(snap, self.role_id, stmt, self.variable("cluster"),
+                             self._places)
         return snap
 
     def _create_role(self, stmt: ast.CreateRole) -> Result:

@@ -372,7 +372,7 @@ def _dml_queries(snap: Snapshot, stmt: exp.Insert | exp.Update | exp.Delete
     except Error:
         return []
     types = {c.name: c.type for c in item.columns}
-    table = exp.to_table(item.name)
+    table = exp.table_(item.name, quoted=True)  # a name, not SQL text to parse
     where = stmt.args.get("where")
     if isinstance(stmt, exp.Insert):
         names = [c.name for c in stmt.this.expressions] if isinstance(

@@ -50,7 +50,9 @@ def show(snap: Snapshot, stmt: ast.Show) -> tuple[list[str], Rows]:
     if kind == "CLUSTERS":
         columns, rows = ["name"], [(c.name,) for c in snap.clusters]
     elif kind == "ROLES":
-        columns, rows = ["name", "comment"], [(r.name, "") for r in snap.roles]
+        # Materialize's SHOW ROLES lists the user's roles, not the predefined ones.
+        columns, rows = ["name", "comment"], [(r.name, "") for r in snap.roles
+                                              if r.id not in roles.PREDEFINED_IDS]
     elif kind == "PRIVILEGES":
         role = stmt.args.get("role")
         role_id = None

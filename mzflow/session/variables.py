@@ -16,6 +16,7 @@ from mzflow.catalog import ddl, frontiers, intervals, names
 from mzflow.catalog.model import SCHEMA, Snapshot
 from mzflow.catalog.store import Store
 from mzflow.errors import InvalidOption, ReadOnlyParameter, UnknownObject, Unsupported
+from mzflow.session import files
 from mzflow.session.result import Result
 from mzflow.sql import ast
 
@@ -82,6 +83,12 @@ VARIABLES: dict[str, Variable] = {
         lambda s: s.settings.get("optimize_use_projections", "true"),
         "Answers queries from a table's projections when one can (ClickHouse; set the "
         "default with ALTER SYSTEM SET).", _check_bool("optimize_use_projections")),
+    "allowed_file_roots": Variable(
+        lambda s: s.settings.get(files.SETTING, files.DEFAULT_ROOTS),
+        "Where roles with pg_read_server_files or pg_write_server_files may make the "
+        "server read or write files: absolute paths, $home/… or s3:// prefixes, comma-"
+        "separated; empty allows none (mzflow; set with ALTER SYSTEM SET).",
+        files.check_roots),
     "transaction_isolation": Variable(lambda s: "strict serializable",
                                       "Sets the current transaction's isolation level "
                                       "(PostgreSQL).", _check_isolation),
@@ -205,8 +212,8 @@ def _tuning_variable(name: str) -> Variable:
 # installation with ALTER SYSTEM SET.
 VARIABLES.update({name: _tuning_variable(name) for name in config.TUNING_FIELDS})
 SYSTEM_VARIABLES = ("cluster", "retain_history", "compaction_interval",
-                    "optimize_use_projections", *config.TUNING_FIELDS)
-SYSTEM_ONLY = ("retain_history", "compaction_interval", *config.TUNING_FIELDS)
+                    "optimize_use_projections", files.SETTING, *config.TUNING_FIELDS)
+SYSTEM_ONLY = ("retain_history", "compaction_interval", files.SETTING, *config.TUNING_FIELDS)
 
 
 class Variables:

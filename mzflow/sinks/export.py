@@ -148,7 +148,7 @@ def holds(snap: Snapshot) -> dict[str, int]:
     now = now_ms()
     for spec in sinks.specs(snap):
         item = snap.item(spec.source_id)
-        src = history.source(snap, exp.select("*").from_(exp.to_table(item.name)), item)
+        src = history.source(snap, exp.select("*").from_(exp.table_(item.name, quoted=True)), item)
         written = _Output(spec)
         need = spec.start_ts
         for start, end in _intervals(spec):
@@ -174,7 +174,7 @@ def _export(store: Store, warehouse: Path, spec: SinkSpec, out: _Output,
         store.advance_read_ts(through)
         snap = store.snapshot()
     source_item = snap.item(spec.source_id)
-    query = exp.select("*").from_(exp.to_table(source_item.name))
+    query = exp.select("*").from_(exp.table_(source_item.name, quoted=True))
     src = history.source(snap, query, source_item)
     after = max(start_ms - 1, spec.start_ts)
     history.check_available(snap, src, after)

@@ -31,7 +31,7 @@ def advance(writes: Appends, source_id: str, gen: Generator,
     rows = 0
     for output, data in gen.step(step).items():
         name = names[output]
-        table = exp.to_table(name) if isinstance(name, str) else name
+        table = exp.table_(name, quoted=True) if isinstance(name, str) else name
         writes.append(table, data, (f"source-{source_id}", step))
         rows += data.num_rows
     return rows

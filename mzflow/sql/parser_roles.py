@@ -91,18 +91,26 @@ class RolesParser(DdlParser):
 
     def _parse_grant_privileges(self, *, revoke: bool) -> ast.GrantPrivileges:
         privileges: list[str] | None = None
+        start = self._index
         if self._match(TokenType.ALL):
             self._match_words("PRIVILEGES")
         else:
             privileges = self._parse_csv(self._parse_word)
         if privileges is not None and self._curr is not None and (
                 self._curr.text.upper() in ("TO", "FROM")):
-            # GRANT <role> TO <role>: role membership, refused when it runs.
+            # GRANT <role> TO <role>: role membership. The names again, as names (a
+            # privilege is upper-cased, a role name is case-folded or quoted).
+            self._retreat(start)
+            granted = self._parse_csv(lambda: self._expect_name("role name"))
             self._advance()
             members = self._parse_csv(lambda: self._expect_name("role name"))
+            if not self._at_end():
+                self.raise_error("WITH ADMIN OPTION and GRANTED BY are not supported"
+                                 if self._curr.text.upper() in ("WITH", "GRANTED")
+                                 else f'syntax error at or near "{self._curr.text}"')
             return self.expression(ast.GrantPrivileges(
-                privileges=privileges, kind="ROLE", expressions=[], roles=members,
-                revoke=revoke))
+                privileges=[name.name for name in granted], kind="ROLE", expressions=[],
+                roles=members, revoke=revoke))
         if not self._match(TokenType.ON):
             self.raise_error("Expected ON")
         for name in privileges or ():

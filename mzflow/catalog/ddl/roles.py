@@ -22,6 +22,7 @@ from mzflow.errors import (
     DependentObjects,
     DuplicateObject,
     InsufficientPrivilege,
+    InvalidGrant,
     MalformedQuery,
     ObjectInUse,
     ReservedName,
@@ -54,6 +55,7 @@ def alter_role(store: Store, stmt: ast.AlterRole) -> Notices:
     fields, notices = _attributes(stmt.args.get("options") or [])
     with store.write() as w:
         role = _role(w.snapshot, stmt.this.name)
+        _refuse_predefined(role, "alter")
         changed = dataclasses.replace(role, **fields)
         if role.id == roles.MATERIALIZE_ID and not (changed.superuser and changed.login):
             raise InsufficientPrivilege(
@@ -80,9 +82,11 @@ def drop_roles(store: Store, stmt: ast.DropRoles, current_role_id: str) -> Notic
                 raise ObjectInUse("current role cannot be dropped")
             if role.id == roles.MATERIALIZE_ID:
                 raise ReservedName(f'role "{name}" is built in and cannot be dropped')
+            _refuse_predefined(role, "drop")
             doomed.append(role)
         _check_unused(w.snapshot, doomed)
         for role in doomed:
+            roles.forget_memberships(w.conn, role.id)
             roles.delete(w.conn, role.id)
             w.dirty = True
     return notices
@@ -118,6 +122,14 @@ def _defaults_of(snap: Snapshot, role_id: str) -> list[str]:
 def _check_reserved(name: str) -> None:
     if name == "public" or name.startswith(("mz_", "pg_")):
         raise ReservedName(f'role name "{name}" is reserved')
+
+
+def _refuse_predefined(role: Role, action: str) -> None:
+    # PostgreSQL pins its predefined roles: "cannot drop role pg_read_server_files
+    # because it is required by the database system".
+    if role.id in roles.PREDEFINED_IDS:
+        raise DependentObjects(f"cannot {action} role {role.name} because it is required "
+                               "by the database system")
 
 
 def _role(snap: Snapshot, name: str) -> Role:
@@ -186,8 +198,7 @@ def grant(store: Store, stmt: ast.GrantPrivileges) -> Notices:
     """GRANT adds privileges (the object's owner their grantor, as in Materialize);
     REVOKE removes them, whoever granted them."""
     if stmt.args["kind"] == "ROLE":
-        raise Unsupported("role membership (GRANT/REVOKE <role> TO|FROM <role>) is not "
-                          "supported")
+        return grant_membership(store, stmt)
     revoke = bool(stmt.args.get("revoke"))
     with store.write() as w:
         snap = w.snapshot
@@ -222,3 +233,45 @@ def _revoke(w: Writer, obj: p.Obj, grantee: str, letters: str) -> None:
             roles.set_grant(w.conn, obj, grantee, g.grantor,
                             "".join(c for c in g.privileges if c not in letters))
             w.dirty = True
+
+
+# -- GRANT <role> TO <member> ------------------------------------------------------------
+
+
+def membership_roles(snap: Snapshot, stmt: ast.GrantPrivileges) -> list[Role]:
+    """The roles a GRANT or REVOKE of membership grants (its "privileges" are names)."""
+    return [_role(snap, name) for name in stmt.args["privileges"]]
+
+
+def grant_membership(store: Store, stmt: ast.GrantPrivileges) -> Notices:
+    """GRANT r TO m / REVOKE r FROM m, with Materialize's notices for a membership that
+    already exists or does not, and PostgreSQL's and Materialize's refusal of a cycle."""
+    revoke = bool(stmt.args.get("revoke"))
+    notices: Notices = []
+    with store.write() as w:
+        snap = w.snapshot
+        granted = membership_roles(snap, stmt)
+        members = [_role(snap, name.name) for name in stmt.args["roles"]]
+        edges = list(snap.role_members)
+        for role in granted:
+            for member in members:
+                current = any((r, m) == (role.id, member.id) for r, m, _ in edges)
+                if revoke:
+                    if not current:
+                        notices.append(f'role "{member.name}" is not a member of role '
+                                       f'"{role.name}"')
+                        continue
+                    roles.remove_member(w.conn, role.id, member.id)
+                    edges = [e for e in edges if (e[0], e[1]) != (role.id, member.id)]
+                elif current:
+                    notices.append(f'role "{member.name}" is already a member of role '
+                                   f'"{role.name}"')
+                    continue
+                else:
+                    if member.id in roles.closure(edges, role.id):
+                        raise InvalidGrant(f'role "{role.name}" is a member of role '
+                                           f'"{member.name}"')
+                    roles.add_member(w.conn, role.id, member.id, w.owner)
+                    edges.append((role.id, member.id, w.owner))
+                w.dirty = True
+    return notices
