@@ -13,6 +13,7 @@ from pathlib import Path
 
 import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import mzflow
@@ -257,18 +258,26 @@ def test_files_source_errors(conn: mzflow.Connection, tmp_path: Path) -> None:
     assert conn.execute("SELECT count(*) FROM f").rows == [(0,)]
 
 
-@pytest.mark.slow  # starts tpchgen-cli
+@pytest.mark.slow  # starts tpchgen-cli, and Spark for the deletes
+@pytest.mark.spark
 def test_tpch_source_has_the_8_tables_and_ticks_add_refresh_batches(
         conn: mzflow.Connection) -> None:
     sql = "CREATE SOURCE t FROM LOAD GENERATOR TPCH (SCALE FACTOR 0.001) FOR ALL TABLES"
     conn.execute(sql)
     gen = _gen(sql)
-    counts = {t: n.num_rows for t, n in gen.step(0).items()}
-    conn.tick()
-    counts["orders"] += gen.step(1)["orders"].num_rows
-    counts["lineitem"] += gen.step(1)["lineitem"].num_rows
-    got = {t: conn.execute(f"SELECT count(*) FROM {t}").rows[0][0] for t in counts}
-    assert got == counts
+    tables = gen.step(0)
+    for step in (1, 2):  # each refresh: RF1's new orders and line items, RF2's deletes
+        conn.tick()
+        for t, rows in gen.step(step).items():
+            tables[t] = pa.concat_tables([tables[t], rows])
+        for t, (column, keys) in gen.removals(step).items():
+            tables[t] = tables[t].filter(pc.invert(pc.is_in(tables[t].column(column),
+                                                            value_set=pa.array(keys))))
+        assert gen.removals(step)["orders"][1], step  # the step does delete
+        got = {t: conn.execute(f"SELECT count(*) FROM {t}").rows[0][0] for t in tables}
+        assert got == {t: rows.num_rows for t, rows in tables.items()}, step
+    keys = sorted(r[0] for r in conn.execute("SELECT o_orderkey FROM orders").rows)
+    assert keys == sorted(tables["orders"].column("o_orderkey").to_pylist())
 
 
 @pytest.mark.slow  # ticks a maintained view on Spark

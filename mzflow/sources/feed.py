@@ -16,6 +16,8 @@ class Appends(Protocol):
 
     def append(self, name: exp.Table, rows: pa.Table, key: tuple[str, int]) -> object: ...
 
+    def delete(self, stmt: exp.Delete, key: tuple[str, int] | None = None) -> object: ...
+
 
 def create_tables_sql(gen: Generator, names: dict[str, str]) -> list[str]:
     """``CREATE TABLE`` for each output, ``names`` mapping an output to its table."""
@@ -34,4 +36,10 @@ def advance(writes: Appends, source_id: str, gen: Generator,
         table = exp.table_(name, quoted=True) if isinstance(name, str) else name
         writes.append(table, data, (f"source-{source_id}", step))
         rows += data.num_rows
+    for output, (column, keys) in gen.removals(step).items():
+        name = names[output]
+        table = exp.to_table(name) if isinstance(name, str) else name
+        # (its own app id: the table's append of this step holds the other)
+        where = exp.column(column).isin(*[exp.Literal.number(k) for k in keys])
+        writes.delete(exp.delete(table, where=where), (f"source-{source_id}-delete", step))
     return rows

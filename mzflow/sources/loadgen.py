@@ -96,6 +96,19 @@ class Generator:
         rows = {"COUNTER": _counter, "AUCTION": _auction, "TPCH": _tpch}[self.kind](self, n)
         return {t: _arrow(self.tables[t], r) for t, r in rows.items() if r}
 
+    def removals(self, n: int) -> dict[str, tuple[str, list[int]]]:
+        """What step ``n`` deletes, by output table: (key column, keys). TPCH's refresh
+        batches delete as well as insert (TPC-H's RF2): step n removes the snapshot's
+        orders n·10-10 … n·10-1 (by TPC-H's sparse keys: 8 used of every 32) with their
+        line items, a different slice each step, so a step's deletes never depend on
+        what the tables hold."""
+        if self.kind != "TPCH" or n == 0 or (self.up_to is not None and n >= self.up_to):
+            return {}
+        orders = max(1, int(1_500_000 * self.scale_factor))
+        picks = [i for i in range((n - 1) * 10, n * 10) if i < orders]
+        keys = [(i // 8) * 32 + i % 8 + 1 for i in picks]
+        return {"orders": ("o_orderkey", keys), "lineitem": ("l_orderkey", keys)} if keys else {}
+
 
 def of(stmt: ast.CreateSource) -> Generator:
     """The generator ``stmt`` names, its options checked (Materialize's wording)."""
@@ -164,8 +177,8 @@ def _tpch(g: Generator, n: int) -> dict[str, list[tuple[Any, ...]]]:
     if n == 0:
         return _tpch_snapshot(g.scale_factor)
     # A refresh batch (TPC-H's RF1): new orders with line items, keys above the snapshot's
-    # (TPC-H leaves gaps in order keys, so these never collide). Deletes (RF2) need the
-    # table's state and are not generated.
+    # (TPC-H leaves gaps in order keys, so these never collide). Its deletes (RF2):
+    # ``Generator.removals``.
     rng = random.Random(f"tpch-{g.seed}-{n}")
     n_cust = max(1, int(150_000 * g.scale_factor))
     n_part = max(1, int(200_000 * g.scale_factor))
