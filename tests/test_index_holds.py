@@ -110,7 +110,7 @@ class _Both:
         self.db = duckdb.connect()
         # Every tick after the first runs incrementally, however large its batch is
         # next to these tiny tables: what decides otherwise here is the hold alone.
-        self.conn.execute("ALTER SYSTEM SET recompute_share = 1")
+        self.conn.execute("ALTER SYSTEM SET recompute_share = 1000000")
         self.run("CREATE TABLE t (k int, g text, x int)")
         self.run("INSERT INTO t VALUES (1, 'a', 1), (2, 'b', 5), (3, 'a', 2), (4, 'c', 7)")
         self.conn.execute(f"CREATE MATERIALIZED VIEW v AS {GROUPED}")
