@@ -64,7 +64,21 @@ def test_a_passed_hold_recomputes_with_its_own_reason() -> None:
 
 def test_compaction_keeps_what_an_index_holds_until_its_lease_lapses(tmp_path: Path) -> None:
     """Without Spark: the hold a tick keeps (IndexHold), against `mzflow compact`."""
-    conn = mzflow.connect(str(tmp_path / "home"))
+    _holds_against_compaction(mzflow.connect(str(tmp_path / "home")))
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_index_holds_on_postgres(tmp_path: Path, pg_url: str) -> None:
+    """There a renewal takes no catalog lock (catalog/holds.py: the row lock orders it
+    with compaction's delete)."""
+    from mzflow_dev import pg_server
+
+    _holds_against_compaction(mzflow.connect(
+        str(tmp_path / "home"), catalog_url=pg_server.create_database(pg_url)))
+
+
+def _holds_against_compaction(conn: mzflow.Connection) -> None:
     conn.execute("CREATE TABLE t (k int, g text, x int)")
     conn.execute("INSERT INTO t VALUES (1, 'a', 1)")
     conn.execute(f"CREATE MATERIALIZED VIEW v AS {GROUPED}")
