@@ -250,6 +250,16 @@ class Tuning:
         "tick re-ranks only these and the groups it changed, until changes use the "
         "margin up (then every group, once). Past 1000 in all, none are kept.")})
 
+    index_hold_lease_seconds: int = field(default=86_400, metadata={"doc": (
+        "An index holds its inputs' history from the time its next tick starts at, and "
+        "each tick renews that hold for this long: an index not ticked for longer lets "
+        "compaction pass it, and its next tick recomputes (R016).")})
+    write_retries: int = field(default=3, metadata={"doc": (
+        "UPDATE, DELETE and INSERT … SELECT compute their rows before taking the catalog's "
+        "write lock; "
+        "when a write to a table they read commits meanwhile, they compute again, up to "
+        "this many times in all, then once under the lock (0: always under the lock).")})
+
     max_projections_per_table: int = field(default=8, metadata={"doc": (
         "Projections one table may have: every write to the table computes each of "
         "them, so each one adds to what a write costs.")})

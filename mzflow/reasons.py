@@ -21,6 +21,7 @@ R_FIRST = "R012"
 R_MEASURED = "R013"
 R_MEASURING = "R014"
 R_REFRESH = "R015"
+R_LAPSED = "R016"
 
 REASONS = {
     R_SUBQUERY: "a subquery that could not be decorrelated into a join",
@@ -37,6 +38,8 @@ REASONS = {
     R_MEASURING: "a recompute measures what recomputing this index costs (once per "
                  "measure_every ticks)",
     R_REFRESH: "a full refresh was asked for",
+    R_LAPSED: "the index's read hold on its inputs lapsed (its lease ran out before a tick "
+              "renewed it) and compaction passed the time its changes start from",
 }
 
 

@@ -35,6 +35,16 @@ class Hold:
     expires_at: int
 
 
+# An index's hold on its inputs (maintain/tick/holds.py): one per index, owned by no
+# process (a tick's process may exit; the next tick, anywhere, renews it), so it ends
+# only when its lease runs out or its index is dropped.
+INDEX_HOLDER = "INDEX"
+
+
+def index_hold_id(index_id: str) -> str:
+    return f"index-{index_id}"
+
+
 def insert(conn: Connection, holds: Iterable[Hold]) -> None:
     """Under the write lock, after checking the time against each object's since."""
     rows = [h.__dict__ for h in holds]
@@ -70,6 +80,13 @@ def renew(engine: Engine, hold_id: str, read_time: int, expires_at: int) -> bool
             read_time=sa.case((t.c.read_time < read_time, read_time),
                               else_=t.c.read_time))).rowcount
     return bool(found)
+
+
+def replace(conn: Connection, hold_id: str, holds: Iterable[Hold]) -> None:
+    """``hold_id``'s rows, now ``holds`` (under the write lock)."""
+    t = migrations.read_holds
+    conn.execute(t.delete().where(t.c.hold_id == hold_id))
+    insert(conn, holds)
 
 
 def delete(engine: Engine, hold_id: str) -> None:
@@ -112,3 +129,17 @@ def all_holds(conn: Connection) -> list[Hold]:
 def listed(engine: Engine) -> list[Hold]:
     with engine.connect() as conn:
         return all_holds(conn)
+
+
+def expiry(engine: Engine, hold_id: str) -> int | None:
+    """When ``hold_id`` lapses (its rows' earliest lease end); None: it has no rows."""
+    t = migrations.read_holds
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.min(t.c.expires_at))
+                            .where(t.c.hold_id == hold_id)).scalar()
+
+
+def stored_since(engine: Engine, object_ids: Iterable[str]) -> dict[str, int]:
+    """The since compaction has applied, read now, without the write lock."""
+    with engine.connect() as conn:
+        return since_ts(conn, object_ids)

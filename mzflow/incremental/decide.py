@@ -16,7 +16,7 @@ from typing import Any
 
 from mzflow.config import Tuning
 from mzflow.incremental.modes import Mode
-from mzflow.reasons import R_BATCH, R_FIRST, R_MEASURED, R_MEASURING, R_REFRESH
+from mzflow.reasons import R_BATCH, R_FIRST, R_LAPSED, R_MEASURED, R_MEASURING, R_REFRESH
 from mzflow.storage.delta import TS_KEY
 
 DEFAULT = Tuning()
@@ -50,6 +50,8 @@ class Facts:
     joins: bool = False  # the view reads more than one table reference
     # why the in-process executor cannot run this plan (None: it can; incremental/local/)
     local_refusal: str | None = "not checked"
+    # compaction passed ``since`` on an input (its read hold had lapsed): which, and when
+    passed: str | None = None
 
     def local(self, t: Tuning) -> bool:
         """An incremental tick of this batch would run in process."""
@@ -67,7 +69,7 @@ class Decision:
     reason: str | None = None  # a run-time reason code (None: the plan's own)
     rebuild: bool = False  # state mode: recompute every group and replace the state
     measure: bool = False  # state mode: also time a recompute (R014), not committed
-    detail: str = ""  # the measured figures behind R013
+    detail: str = ""  # the figures behind R013, the inputs compaction passed (R016)
 
 
 def decide(f: Facts, t: Tuning) -> Decision:
@@ -77,6 +79,8 @@ def decide(f: Facts, t: Tuning) -> Decision:
         return Decision(Mode.RECOMPUTE)
     if f.planned == Mode.DELTA and f.first:
         return Decision(Mode.RECOMPUTE, R_FIRST)
+    if f.passed is not None:
+        return _recompute(f, R_LAPSED, f.passed)
     switches = t.recompute_share < 1  # >= 1: the cost switches are off (tests of paths)
     if f.planned == Mode.DELTA and large(f.batch_rows, f.input_rows, t.recompute_share):
         return _recompute(f, R_BATCH)

@@ -77,7 +77,8 @@ class _Steps:
             with self.store.write() as w:
                 started = time.monotonic()
                 held = sinks.holds(w.snapshot)
-                for object_id, ts in holds.live(w.conn).items():
+                indexes = (i.id for i in w.snapshot.items if i.kind == INDEX)
+                for object_id, ts in holds.live(w.conn, indexes).items():
                     held[object_id] = min(held.get(object_id, ts), ts)
                 yield w, held
                 # Holders could not renew while this held the lock (SQLite has one

@@ -27,6 +27,7 @@ import pyarrow as pa
 from mzflow import caches, config, reasons
 from mzflow.catalog import names, sizes
 from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, Item, Snapshot
+from mzflow.catalog.store import Store
 from mzflow.errors import Error, UnknownObject
 from mzflow.incremental import local
 from mzflow.incremental.decide import (
@@ -46,11 +47,12 @@ from mzflow.maintain import arrangements
 from mzflow.maintain.tick import arrange, commit, execute, inputs
 from mzflow.maintain.tick import local as tick_local
 from mzflow.maintain.tick.commit import ensure_shard, index_shard
+from mzflow.maintain.tick.holds import IndexHold
 from mzflow.plan.ir import Node
 from mzflow.quality import quarantine as quarantines
 from mzflow.quality import validate as quality
 from mzflow.read import reads
-from mzflow.reasons import R_HISTORY, R_MEASURING
+from mzflow.reasons import R_HISTORY, R_LAPSED, R_MEASURING
 from mzflow.storage import locks, paths
 from mzflow.storage.delta import ERROR_CODE_KEY, StorageError
 
@@ -117,16 +119,19 @@ def _planned(snap: Snapshot, index: Item, limit: int) -> tuple[ChangePlan, reads
 def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                full_refresh: bool = False, record: Record | None = None,
                quarantine: quarantines.Quarantine | None = None,
-               named: Callable[[], bool] | None = None) -> TickReport:
+               named: Callable[[], bool] | None = None,
+               store: Store | None = None) -> TickReport:
     """``record`` keeps the results of the view's expectations (mz_expectation_results);
     ``quarantine`` writes the rows its QUARANTINE expectations fail to its quarantine.
     ``named``: whether the catalog, read now, still holds the index (asked after the
-    tick). One tick of an index at a time, across processes (storage/locks.py): two
-    would both start from the same commit and apply the changes between twice."""
+    tick). ``store``: the catalog the index's read hold on its inputs is kept in
+    (tick/holds.py; None: no hold, as in tests of a tick alone). One tick of an index
+    at a time, across processes (storage/locks.py): two would both start from the same
+    commit and apply the changes between twice."""
     with locks.exclusive(locks.index_lock(warehouse, index.id)):
         try:
             report = _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
-                                 record=record, quarantine=quarantine)
+                                 record=record, quarantine=quarantine, store=store)
             if index.cluster_id is not None:
                 arrange.compact_later(warehouse, index.cluster_id)
         except StorageError:
@@ -155,7 +160,7 @@ def _dropped(index: Item) -> UnknownObject:
 
 def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                 full_refresh: bool, record: Record | None,
-                quarantine: quarantines.Quarantine | None) -> TickReport:
+                quarantine: quarantines.Quarantine | None, store: Store | None) -> TickReport:
     started = time.perf_counter()
     if quarantine is not None:  # what an earlier tick, killed, left to do
         for path in quarantines.staged_ticks(warehouse, index):
@@ -173,7 +178,12 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     # Changes start where the contents were last exactly right: an errored tick leaves
     # them as they were, and the next one starts from the same place.
     since = shard.good_through()
-    tick = _Tick(snap, warehouse, plan, query, execute.IndexTarget(plan, shard, tuning), since, at)
+    # A plan that never reads changes (recompute mode) needs no history kept for it.
+    hold = None if store is None or plan.mode == Mode.RECOMPUTE else IndexHold(
+        store, index, [snap.item(item.id) for _, item, _ in query.tables],
+        tuning.index_hold_lease_seconds)
+    tick = _Tick(snap, warehouse, plan, query, execute.IndexTarget(plan, shard, tuning), since, at,
+                 hold)
     from mzflow.engine import spark
 
     staged = None
@@ -217,6 +227,8 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     if new_error is not None and error_code is not None:
         extra[ERROR_CODE_KEY] = error_code  # a read of the index raises it with its code
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
+    if hold is not None:  # the next tick starts at the last error-free time
+        hold.advance(at if new_error is None else since)
     if staged is not None:
         assert quarantine is not None
         quarantines.finish_tick(staged, quarantine)
@@ -243,9 +255,10 @@ class _Tick:
     """One tick's run: facts, decision, execution, with what it read counted."""
 
     def __init__(self, snap: Snapshot, warehouse: Path, plan: ChangePlan, query: reads.Plan,
-                 target: execute.IndexTarget, since: int, at: int):
+                 target: execute.IndexTarget, since: int, at: int,
+                 hold: IndexHold | None = None):
         self.snap, self.warehouse, self.plan, self.query = snap, warehouse, plan, query
-        self.target, self.since, self.at = target, since, at
+        self.target, self.since, self.at, self.hold = target, since, at, hold
         self.decision = Decision(plan.mode)
         self.executor: str | None = None
         self.batch_rows = 0
@@ -275,9 +288,17 @@ class _Tick:
         spark.session().conf.set("spark.sql.shuffle.partitions", str(size.shuffle_partitions))
         gathered = None
         facts = Facts(self.plan.mode, self.since, full_refresh=full_refresh)
+        # Compaction passed where this tick's changes start (the index's hold lapsed):
+        # it recomputes, and says why (R016).
+        passed = self.hold.start(self.since) if (
+            self.hold is not None and not full_refresh) else None
+        if passed is not None:
+            log.warning("%s: %s", self.plan.index.qualified_name,
+                        f"{reasons.text(R_LAPSED)}{passed.describe()}")
+            facts = Facts(self.plan.mode, self.since, passed=passed.describe())
         # Only a tick that may run incrementally needs its inputs' facts (a first
         # delta-mode tick recomputes whatever they are).
-        if self.plan.mode != Mode.RECOMPUTE and not full_refresh and not (
+        elif self.plan.mode != Mode.RECOMPUTE and not full_refresh and not (
                 self.plan.mode == Mode.DELTA and facts.first):
             gathered = inputs.gather(self.snap, self.warehouse, self._root(), self.since,
                                      self.at)

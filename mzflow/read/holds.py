@@ -23,7 +23,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from sqlalchemy.engine import Connection
@@ -146,14 +146,20 @@ def plain_read_needs_hold(snap: Snapshot, tables: Iterable[Item]) -> bool:
     return any(frontiers.retain_ms(t, snap) < PLAIN_READ_MARGIN_MS for t in tables)
 
 
-def dead(hold: Hold) -> bool:
-    """A holder on this host whose process is gone holds nothing, lease or not."""
+def dead(hold: Hold, index_holds: Collection[str] = ()) -> bool:
+    """A holder on this host whose process is gone holds nothing, lease or not; an
+    index's hold on its inputs (no process owns it), once its index is dropped.
+    ``index_holds``: the hold ids of the indexes that exist."""
+    if hold.holder == catalog_holds.INDEX_HOLDER:
+        return hold.hold_id not in index_holds
     return hold.host == HOST and not process_alive(hold.pid)
 
 
-def live(conn: Connection) -> dict[str, int]:
-    """Compaction's view, in its transaction: object id → the oldest time held."""
-    return catalog_holds.take_live(conn, now_ms(), dead)
+def live(conn: Connection, index_ids: Iterable[str] = ()) -> dict[str, int]:
+    """Compaction's view, in its transaction: object id → the oldest time held.
+    ``index_ids``: the indexes that exist (a dropped one's hold is deleted)."""
+    index_holds = {catalog_holds.index_hold_id(i) for i in index_ids}
+    return catalog_holds.take_live(conn, now_ms(), lambda h: dead(h, index_holds))
 
 
 def extend_leases(conn: Connection, ms: int) -> None:

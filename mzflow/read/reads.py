@@ -59,8 +59,10 @@ def as_of_value(node: exp.Expr) -> int:
     raise InvalidTimestamp(f"AS OF needs a constant time, not {node.sql()}")
 
 
-def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
-              ) -> dict[str, Any]:
+def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None,
+              versions: dict[str, int] | None = None) -> dict[str, Any]:
+    """``versions``: filled with the Delta version read of each table and index, by its
+    shard's path (what a write computed outside the lock checks under it)."""
     from mzflow.engine.spark import Relation
 
     out: dict[str, Relation] = {}
@@ -71,6 +73,8 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
         version = contents.version_at(at)
         if version is None:
             raise InvalidTimestamp(f"{index.qualified_name} has no contents at {at}")
+        if versions is not None:
+            versions[str(contents.path)] = version
         cols = [(c.name, c.type) for c in on.columns]
         out[key] = Relation(files=tuple(contents.files(version)),
                             schema_ddl=spark_ddl(cols + [(KEY, "text"), (COUNT, "bigint")]),
@@ -80,6 +84,8 @@ def relations(p: Plan, warehouse: Path, at: int, snap: Snapshot | None = None
         delta_version = shard.version_at(at)
         if delta_version is None:
             raise InvalidTimestamp(f"{item.qualified_name} did not exist at {at}")
+        if versions is not None:
+            versions[str(shard.path)] = delta_version
         all_cols = [(c.name, c.type) for c in item.columns] + [(ROWID, "bigint")]
         visible = tuple(c.name for c in item.columns_at(version)) + (ROWID,)
         out[key] = Relation(files=tuple(shard.files(delta_version)),
@@ -136,8 +142,10 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
     return rows
 
 
-def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa.Table:
-    """Evaluate ``query`` at ``at`` into Arrow (INSERT … SELECT, UPDATE, DELETE)."""
+def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int,
+               versions: dict[str, int] | None = None) -> pa.Table:
+    """Evaluate ``query`` at ``at`` into Arrow (INSERT … SELECT, UPDATE, DELETE).
+    ``versions``: filled with the version read of each shard, by path."""
     from mzflow.engine import spark
 
     p = plan(snap, query)
@@ -151,7 +159,7 @@ def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int) -> pa
         if rows is not None:
             names = [c.name for c in p.bound.columns]
             return pa.table({f"c{i}": [r[i] for r in rows] for i in range(len(names))})
-    with spark.registered(relations(p, warehouse, at)) as views:
+    with spark.registered(relations(p, warehouse, at, snap, versions)) as views:
         try:
             return spark.collect_arrow(spark.dataframe(p.query, views,
                                                     [c.type for c in p.bound.columns]))

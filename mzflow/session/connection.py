@@ -32,6 +32,7 @@ from mzflow.errors import Error, LoginRefused, OutOfMemory, ParseError, SparkFai
 from mzflow.incremental.plan import require_incremental
 from mzflow.maintain import arrangements, freshness, ticks
 from mzflow.maintain import compaction as maintenance
+from mzflow.maintain.tick import holds as index_holds
 from mzflow.projections import manage as projections
 from mzflow.quality import quarantine
 from mzflow.read import reads
@@ -85,7 +86,8 @@ class Connection:
         self._checked: Snapshot | None = None  # the running statement's, once checked
         self.writes = tables.TableWrites(
             self.store, cfg.warehouse,
-            lambda snap, query, at: reads.read_arrow(snap, query, cfg.warehouse, at),
+            lambda snap, query, at, versions=None: reads.read_arrow(
+                snap, query, cfg.warehouse, at, versions),
             self.write_hooks)
         self.selects = Selects(self.store, cfg, self.vars, self.read_sources,
                                self._catch_up)
@@ -198,7 +200,8 @@ class Connection:
         return ticks.tick_index(snap, self.config.warehouse, index, at,
                                 full_refresh=full_refresh, record=self._record_results,
                                 quarantine=self._quarantine_rows,
-                                named=partial(self._still_named, index))
+                                named=partial(self._still_named, index),
+                                store=self.store)
 
     def _still_named(self, index: Item) -> bool:
         return any(i.id == index.id for i in self.store.snapshot().items)
@@ -473,7 +476,8 @@ class Connection:
             lines = explain.explain_object(
                 snap, stmt.this, kind,
                 lambda index: ticks.last_switch(self.config.warehouse, index),
-                lambda index: freshness.describe(snap, self.config.warehouse, index, now_ms()))
+                lambda index: freshness.describe(snap, self.config.warehouse, index, now_ms()),
+                lambda index: index_holds.lapsed(self.store, self.config.warehouse, index))
         else:
             query = stmt.this.this if isinstance(stmt.this, ast.AsOf) else stmt.this
             cluster = self.variable("cluster")

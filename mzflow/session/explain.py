@@ -22,6 +22,7 @@ from mzflow.catalog.model import INDEX, MATERIALIZED_VIEW, VIEW, Item, Snapshot
 from mzflow.errors import Unsupported, WrongObjectType
 from mzflow.incremental import local
 from mzflow.incremental.arrangements import needs
+from mzflow.incremental.modes import Mode
 from mzflow.incremental.plan import derive, explain, plan_query
 from mzflow.read import reads
 
@@ -44,9 +45,12 @@ def explain_query(snap: Snapshot, query: exp.Query, serve: Serve | None,
 
 def explain_object(snap: Snapshot, name: names.Ref, kind: str,
                    last_tick: Callable[[Item], str | None] | None = None,
-                   freshness: Callable[[Item], str] | None = None) -> list[str]:
+                   freshness: Callable[[Item], str] | None = None,
+                   lapsed: Callable[[Item], str | None] | None = None) -> list[str]:
     """``last_tick(index)``: how its last tick ran, when the run time chose recompute;
-    ``freshness(index)``: how current its contents are (maintain/freshness.py)."""
+    ``freshness(index)``: how current its contents are (maintain/freshness.py);
+    ``lapsed(index)``: whether its read hold on its inputs lapsed
+    (maintain/tick/holds.py)."""
     item = names.resolve(snap, name)
     wanted = {"VIEW": VIEW, "MATERIALIZED VIEW": MATERIALIZED_VIEW, "INDEX": INDEX}[kind]
     if item.kind != wanted:
@@ -75,6 +79,11 @@ def explain_object(snap: Snapshot, name: names.Ref, kind: str,
             lines.append(f"Last tick: {switched}")
         if freshness is not None:
             lines.append(freshness(index))
+        # Only a plan that reads changes of tables holds them.
+        gone = lapsed(index) if lapsed is not None and plan.mode != Mode.RECOMPUTE and (
+            plan.root is not None and any(True for _ in plan.root.gets())) else None
+        if gone:
+            lines.append(gone)
         lines.append("Plan:")
         assert plan.root is not None
         lines += explain(plan.root, plan.operators)

@@ -1,12 +1,18 @@
 """Writes to tables: INSERT, UPDATE, DELETE and COPY, each one atomic Delta commit.
 
-Every write runs inside the catalog's write transaction: it takes the next
-timestamp from the oracle, computes its rows (in-process for literal VALUES
-and files, on Spark for anything that reads tables), commits them to the
-table's shard with that timestamp in the commit metadata, and only then marks
-the timestamp readable. A crash before the Delta commit leaves the table
-untouched; a crash after it leaves a commit that readers adopt with the next
-write (never a partial one, never twice with an idempotency key).
+Every write commits inside the catalog's write transaction: it takes the next
+timestamp from the oracle, commits its rows to the table's shard with that timestamp
+in the commit metadata, and only then marks the timestamp readable. A crash before
+the Delta commit leaves the table untouched; a crash after it leaves a commit that
+readers adopt with the next write (never a partial one, never twice with an
+idempotency key).
+
+Rows are computed in process for literal VALUES and files, under the lock; UPDATE,
+DELETE and INSERT … SELECT compute theirs *before* taking it (``_read_then_write``), noting
+the version of every table they read, and under the lock only check that those are
+still the versions a write there would read: else they compute again (a write to a
+table they read committed meanwhile), ``write_retries`` times, then once under the
+lock. So no writer waits on another's Spark job.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 from sqlglot import exp
@@ -74,17 +80,29 @@ def targets_of(item: Item) -> list[rowconv.Target]:
     return [rowconv.Target(c.name, c.type, c.nullable) for c in item.columns]
 
 
+class Read(Protocol):
+    """Run a bound query at a time on Spark, into Arrow; ``versions`` is filled with the
+    version read of each shard, by path (reads.read_arrow)."""
+
+    def __call__(self, snap: Snapshot, query: exp.Query, at: int,
+                 versions: dict[str, int] | None = None) -> pa.Table: ...
+
+
+class _Stale(Exception):
+    """A write to a table the statement read committed after it read it."""
+
+
 class TableWrites:
     """The write paths. ``read`` runs a bound query on Spark and returns Arrow; ``hooks``
     take part in every write (catalog/hooks.py)."""
 
-    def __init__(self, store: Store, warehouse: Path,
-                 read: Callable[[Snapshot, exp.Query, int], pa.Table],
+    def __init__(self, store: Store, warehouse: Path, read: Read,
                  hooks: Sequence[WriteHook] = ()):
         self.store = store
         self.warehouse = warehouse
         self.read = read
         self.hooks = hooks  # the session's, in order: validation, projection upkeep
+        self.recomputed = 0  # UPDATEs and DELETEs computed again (a table they read moved)
 
     def _commit(self, name: exp.Table, key: IdempotencyKey | None, status: str,
                 produce: Produce, opened: Shard | None = None) -> WriteResult:
@@ -156,13 +174,23 @@ class TableWrites:
         target, names = _insert_target(stmt)
         source = stmt.expression
 
-        def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> Produced:
-            targets = targets_of(item)
-            order = _column_order(item, names)
-            data = check(w, item, self._rows_for_insert(w.snapshot, source, targets, order))
-            data = _with_rowids(w, shard, data)
-            return _appending(w, shard, data, key)
+        def compute(snap: Snapshot, item: Item, versions: dict[str, int] | None
+                    ) -> pa.Table:
+            return self._rows_for_insert(snap, source, targets_of(item),
+                                         _column_order(item, names), versions)
+
+        def finish(w: Writer, item: Item, shard: Shard, check: Check, rows: pa.Table
+                   ) -> Produced:
+            return _appending(w, shard, _with_rowids(w, shard, check(w, item, rows)), key)
+
+        # INSERT … SELECT reads tables: before the lock. VALUES are evaluated in process
+        # (those that read a table, rare, still run under the lock).
+        if not isinstance(source, exp.Values):
+            return self._read_then_write(target, key, "INSERT 0", compute, finish,
+                                         own=False)
+
+        def produce(w: Writer, item: Item, shard: Shard, check: Check) -> Produced:
+            return finish(w, item, shard, check, compute(w.snapshot, item, None))
 
         return self._commit(target, key, "INSERT 0", produce)
 
@@ -205,7 +233,8 @@ class TableWrites:
         return results
 
     def _rows_for_insert(self, snap: Snapshot, source: exp.Expr, targets: list[rowconv.Target],
-                         order: list[int | None]) -> pa.Table:
+                         order: list[int | None], versions: dict[str, int] | None = None
+                         ) -> pa.Table:
         chosen = [targets[i] for i in order if i is not None]
         if isinstance(source, exp.Values):
             try:
@@ -227,7 +256,7 @@ class TableWrites:
             query = source
         else:
             raise Unsupported(f"INSERT from {type(source).__name__} is not supported")
-        computed = self.read(snap, query, snap.read_ts)
+        computed = self.read(snap, query, snap.read_ts, versions)
         if computed.num_columns != len(chosen):
             raise Error(f"INSERT has {computed.num_columns} expressions but {len(chosen)} "
                         "target columns")
@@ -245,20 +274,21 @@ class TableWrites:
                                targets)
 
     def delete(self, stmt: exp.Delete, key: IdempotencyKey | None = None) -> WriteResult:
-        def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> Produced:
+        def compute(snap: Snapshot, item: Item, versions: dict[str, int]) -> pa.Array:
             query = exp.select(exp.column(ROWID)).from_(_ref(item))
             if stmt.args.get("where") is not None:
                 query = query.where(stmt.args["where"].this)
-            ids = self.read(w.snapshot, query, w.snapshot.read_ts).column(0)
-            return len(ids), lambda ts: shard.delete_rows(ids.combine_chunks(), ts, key), None
+            return self.read(snap, query, snap.read_ts, versions).column(0).combine_chunks()
+
+        def finish(w: Writer, item: Item, shard: Shard, check: Check, ids: pa.Array
+                   ) -> Produced:
+            return len(ids), lambda ts: shard.delete_rows(ids, ts, key), None
 
         _warm_spark()
-        return self._commit(stmt.this, key, "DELETE", produce)
+        return self._read_then_write(stmt.this, key, "DELETE", compute, finish)
 
     def update(self, stmt: exp.Update, key: IdempotencyKey | None = None) -> WriteResult:
-        def produce(w: Writer, item: Item, shard: Shard, check: Check
-                    ) -> Produced:
+        def compute(snap: Snapshot, item: Item, versions: dict[str, int]) -> pa.Table:
             sets: dict[str, exp.Expr] = {}
             known = {c.name for c in item.columns}
             srf.check_not_in([a.expression for a in stmt.expressions], "UPDATE")
@@ -273,17 +303,60 @@ class TableWrites:
             query = exp.select(*projections, exp.column(ROWID)).from_(_ref(item))
             if stmt.args.get("where") is not None:
                 query = query.where(stmt.args["where"].this)
-            computed = self.read(w.snapshot, query, w.snapshot.read_ts)
+            computed = self.read(snap, query, snap.read_ts, versions)
             targets = targets_of(item)
             new = rowconv.conform(computed.select(list(range(len(targets)))), targets)
-            new = new.append_column(pa.field(ROWID, pa.int64(), nullable=False),
-                                    computed.column(len(targets)))
+            return new.append_column(pa.field(ROWID, pa.int64(), nullable=False),
+                                     computed.column(len(targets)))
+
+        def finish(w: Writer, item: Item, shard: Shard, check: Check, new: pa.Table
+                   ) -> Produced:
             # A row that fails DROP ROW or QUARANTINE keeps its old values.
             new = check(w, item, new)
             return new.num_rows, lambda ts: shard.update_rows(new, ts, key), None
 
         _warm_spark()
-        return self._commit(stmt.this, key, "UPDATE", produce)
+        return self._read_then_write(stmt.this, key, "UPDATE", compute, finish)
+
+    def _read_then_write(self, name: exp.Table, key: IdempotencyKey | None, status: str,
+                         compute: Callable[[Snapshot, Item, dict[str, int]], Any],
+                         finish: Callable[[Writer, Item, Shard, Check, Any], Produced],
+                         own: bool = True) -> WriteResult:
+        """``compute`` the statement's rows from the tables as they are, without the
+        lock; then, under it, ``finish`` (the hooks' checks, the commit) if every shard
+        it read is still at the version a write there would read. UPDATE's SET and
+        WHERE may read other tables, so all of them are checked, not only its own;
+        ``own``: its own table is checked even if the query came to read none of it
+        (an INSERT … SELECT does not depend on the table it appends to)."""
+        for _ in range(config.tuning(self.store.snapshot().settings).write_retries):
+            snap = self.store.snapshot()
+            item = _table(snap, name)
+            # The newest commit, an orphan's too (as _adopt_orphan reads under the lock).
+            shard = Shard.shared(shard_of(self.warehouse, item).path)
+            history = shard.history()
+            at = max(snap.read_ts, history[-1][1] if history else snap.read_ts)
+            versions: dict[str, int] = {str(shard.path): shard.version_at(at) or 0} if (
+                own) else {}
+            rows = compute(dataclasses.replace(snap, read_ts=at), item, versions)
+
+            def produce(w: Writer, current: Item, shard: Shard, check: Check,
+                        read: Item = item, versions: dict[str, int] = versions,
+                        rows: Any = rows) -> Produced:
+                if not _unchanged(w, read, current, versions):
+                    raise _Stale
+                return finish(w, current, shard, check, rows)
+
+            try:
+                return self._commit(name, key, status, produce)
+            except _Stale:
+                self.recomputed += 1
+                log.info("%s %s: a table it read changed meanwhile; computing again",
+                         status, item.qualified_name)
+
+        def locked(w: Writer, item: Item, shard: Shard, check: Check) -> Produced:
+            return finish(w, item, shard, check, compute(w.snapshot, item, {}))
+
+        return self._commit(name, key, status, locked)
 
     def copy(self, stmt: exp.Copy, key: IdempotencyKey | None = None) -> WriteResult:
         if not stmt.args.get("kind"):
@@ -377,6 +450,16 @@ def _column_order(item: Item, names: list[str] | None) -> list[int | None]:
             raise InvalidOption(f'column "{n}" specified more than once')
         order.append(cols.index(n))
     return order
+
+
+def _unchanged(w: Writer, read: Item, current: Item, versions: dict[str, int]) -> bool:
+    """Under the lock: the table is the one computed against (not dropped and made
+    again, no column added) and every shard read is at the version a write now reads."""
+    if current.id != read.id or current.columns != read.columns:
+        return False
+    at = w.snapshot.read_ts  # an orphaned commit of the table adopted already
+    return all(Shard(Path(path)).version_at(at) == version
+               for path, version in versions.items())
 
 
 def _adopt_orphan(w: Writer, shard: Shard) -> None:

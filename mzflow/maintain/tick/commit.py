@@ -24,13 +24,13 @@ from mzflow.incremental.decide import (
 )
 from mzflow.incremental.modes import Mode
 from mzflow.maintain.tick.execute import Counters
-from mzflow.reasons import R_BATCH, R_HISTORY, R_MEASURED, R_REFRESH
+from mzflow.reasons import R_BATCH, R_HISTORY, R_LAPSED, R_MEASURED, R_REFRESH
 from mzflow.storage import paths
 from mzflow.storage.delta import COUNT, KEY, IndexShard
 from mzflow.storage.types import arrow_schema
 
 # Run-time overrides of the plan that EXPLAIN reports as the index's "Last tick".
-SHOWN = (R_BATCH, R_HISTORY, R_MEASURED, R_REFRESH)
+SHOWN = (R_BATCH, R_HISTORY, R_LAPSED, R_MEASURED, R_REFRESH)
 
 
 def index_shard(warehouse: Path, index: Item) -> IndexShard:
