@@ -4,14 +4,18 @@ grpc.
 A process that used mzflow must exit. Each cluster's server has its own Spark Connect
 client here, and pyspark leaves each client's channel to ``SparkSession.__del__`` at
 interpreter exit, where grpc's ``Channel.close`` waits for the channel's calls to drain.
-They drain on grpc's channel-spin thread, a daemon thread that the interpreter stops
-once it is finalizing: a call still in flight then (pyspark's own exit hook sends one
-RPC per client, an ML-cache cleanup whose response stream it abandons when its release
-pool has shut down) never drains, and the main thread waits forever (issue 39). So the
-runtime closes its clients itself, before the interpreter finalizes (``Connection.close``,
-the context manager, an ``atexit`` hook), one at a time, each in a daemon thread with a
-bounded wait: a close that still blocks is abandoned, and its client can no longer be
-closed again from ``__del__``.
+They drain on grpc's channel-spin thread, a daemon thread that stops when the
+interpreter finalizes. pyspark's own exit hook sends every client it does not see
+closed an ML-cache cleanup RPC, and abandons its response stream half read (the release
+thread pool refuses work once threading has shut down: "cannot schedule new futures
+after interpreter shutdown"). That stream sits in a reference cycle: if no garbage
+collection runs before the interpreter finalizes, it is cancelled only then, the spin
+thread is gone, and the main thread waits in ``Channel.close`` for ever (issue 39:
+programs that printed their last line and never ended; tests/test_exits.py). So the
+runtime closes its clients itself, before that hook and before finalization
+(``Connection.close``, the context manager, an ``atexit`` hook), one at a time, each in
+a daemon thread with a bounded wait: a close that still blocks is abandoned, and its
+client can no longer be closed again from ``__del__``.
 
 The same bounded wait serves connecting: an endpoint that accepts and never answers held
 a statement for pyspark's ten minutes of retries; :func:`connect` gives up after the
