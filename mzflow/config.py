@@ -263,6 +263,15 @@ class Tuning:
     max_projections_per_table: int = field(default=8, metadata={"doc": (
         "Projections one table may have: every write to the table computes each of "
         "them, so each one adds to what a write costs.")})
+    tick_timeout: int = field(default=1800, metadata={"doc": (
+        "Seconds a tick of one index may take, waiting for its lock included: then its "
+        "Spark work is cancelled, it fails naming this limit with nothing committed, and "
+        "its lock is free for the next tick. 0: no limit.")})
+    spark_connect_timeout: int = field(default=30, metadata={"doc": (
+        "Seconds a Spark Connect endpoint may take to answer a new session's first "
+        "calls, and about how long its client retries an unavailable server, before the "
+        "statement fails naming the endpoint (pyspark's own policy waits 10 minutes). "
+        "0: no limit.")})
 
     def with_(self, **changes: Any) -> Tuning:
         return dataclasses.replace(self, **changes)

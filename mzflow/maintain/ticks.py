@@ -48,6 +48,7 @@ from mzflow.maintain.tick import arrange, commit, execute, inputs
 from mzflow.maintain.tick import local as tick_local
 from mzflow.maintain.tick.commit import ensure_shard, index_shard
 from mzflow.maintain.tick.holds import IndexHold
+from mzflow.maintain.tick.limit import Limit
 from mzflow.plan.ir import Node
 from mzflow.quality import quarantine as quarantines
 from mzflow.quality import validate as quality
@@ -127,11 +128,18 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
     tick). ``store``: the catalog the index's read hold on its inputs is kept in
     (tick/holds.py; None: no hold, as in tests of a tick alone). One tick of an index
     at a time, across processes (storage/locks.py): two would both start from the same
-    commit and apply the changes between twice."""
-    with locks.exclusive(locks.index_lock(warehouse, index.id)):
+    commit and apply the changes between twice. A tick that exceeds ``tick_timeout``,
+    waiting for that lock included, is cancelled (tick/limit.py)."""
+    limit = Limit(index.qualified_name, config.tuning(snap.settings).tick_timeout)
+    with locks.exclusive(locks.index_lock(warehouse, index.id),
+                         timeout=limit.remaining()) as held:
+        if not held:
+            raise limit.lock_error()
         try:
-            report = _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
-                                 record=record, quarantine=quarantine, store=store)
+            with limit.running():
+                report = _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
+                                     record=record, quarantine=quarantine, store=store,
+                                     limit=limit)
             if index.cluster_id is not None:
                 arrange.compact_later(warehouse, index.cluster_id)
         except StorageError:
@@ -160,7 +168,8 @@ def _dropped(index: Item) -> UnknownObject:
 
 def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                 full_refresh: bool, record: Record | None,
-                quarantine: quarantines.Quarantine | None, store: Store | None) -> TickReport:
+                quarantine: quarantines.Quarantine | None, store: Store | None,
+                limit: Limit) -> TickReport:
     started = time.perf_counter()
     if quarantine is not None:  # what an earlier tick, killed, left to do
         for path in quarantines.staged_ticks(warehouse, index):
@@ -209,6 +218,8 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
         except reads.InvalidTimestamp:
             raise
         except Error as e:
+            if limit.expired:  # cancelled: Spark's error is the cancel's, not the data's
+                raise limit.error() from e
             # A data exception (SQLSTATE class 22: division by zero, a bad cast) is the
             # definition's answer at this time and lands in the error collection. Any
             # other failure says nothing about the data (an input file vacuumed under a
@@ -226,6 +237,7 @@ def _tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
         extra[EXECUTOR_KEY] = tick.executor
     if new_error is not None and error_code is not None:
         extra[ERROR_CODE_KEY] = error_code  # a read of the index raises it with its code
+    limit.check()  # past the limit nothing is committed, even work that finished
     version = commit.commit(shard, index, plan.columns, changes, at, new_error, extra)
     if hold is not None:  # the next tick starts at the last error-free time
         hold.advance(at if new_error is None else since)

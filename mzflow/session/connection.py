@@ -27,6 +27,7 @@ from mzflow.catalog.ddl import roles as role_ddl
 from mzflow.catalog.model import Column, Item, Snapshot
 from mzflow.catalog.store import Store, now_ms
 from mzflow.clusters import servers as cluster_servers
+from mzflow.engine import spark as spark_runtime
 from mzflow.engine.spark import configure as configure_spark
 from mzflow.errors import Error, LoginRefused, OutOfMemory, ParseError, SparkFailure, Unsupported
 from mzflow.incremental.plan import require_incremental
@@ -95,10 +96,20 @@ class Connection:
             self.store, cfg, self.selects, self.writes, self._checking,
             lambda query: describe_mod.query_columns(self.store.snapshot(), query,
                                                      self.selects.described))
+        # The process's Spark Connect clients close with its last open connection
+        # (or at exit): a program that used mzflow must end (engine/spark/closing.py).
+        spark_runtime.opened()
+        self._open = True
 
     def close(self) -> None:
-        self.transactions.close()
-        self.store.close()
+        if not self._open:
+            return
+        self._open = False
+        try:
+            self.transactions.close()
+            self.store.close()
+        finally:
+            spark_runtime.closed()
 
     @property
     def role(self) -> str:
@@ -213,6 +224,7 @@ class Connection:
         from mzflow.engine import spark
 
         found = snap.cluster(index.cluster_id) if index.cluster_id is not None else None
+        spark.set_connect_timeout(config.tuning(snap.settings).spark_connect_timeout)
         endpoint = cluster_servers.endpoint_for(self.config, found)
         if found is None:
             yield

@@ -44,10 +44,13 @@ from mzflow.engine.spark.queries import (
 )
 from mzflow.engine.spark.runtime import (
     SparkRuntime,
+    closed,
     configure,
     driver_memory,
     log_jvm_to,
+    opened,
     session,
+    set_connect_timeout,
     started,
     starting,
     using,
@@ -58,6 +61,8 @@ __all__ = [
     # the runtime: starting Spark, where a block's work runs
     "SparkRuntime", "configure", "session", "started", "starting", "using", "where",
     "driver_memory", "log_jvm_to",
+    # a process that exits: Spark Connect clients closed with the last connection
+    "opened", "closed", "set_connect_timeout",
     # running queries
     "Relation", "run", "registered", "dataframe", "typed", "few_jobs", "counting_jobs",
     # PostgreSQL's semantics as Spark SQL

@@ -15,6 +15,7 @@ decides: the JVM stays where it started for the life of the process.
 
 from __future__ import annotations
 
+import atexit
 import contextvars
 import itertools
 import logging
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mzflow import config
-from mzflow.engine.spark import tags
+from mzflow.engine.spark import closing, tags
 
 if TYPE_CHECKING:
     from mzflow.engine.spark.failures import Memory
@@ -78,6 +79,11 @@ class SparkRuntime:
             contextvars.ContextVar("mzflow_spark_endpoint", default=None))
         self._memory: contextvars.ContextVar[Memory | None] = contextvars.ContextVar(
             "mzflow_spark_memory", default=None)
+        # How long a Spark Connect endpoint may take to answer its first calls
+        # (spark_connect_timeout, from the catalog's settings: set_connect_timeout).
+        self._connect_timeout = 30.0
+        self._connections = 0  # open mzflow connections: the last to close closes clients
+        self._exit_hook = False
 
     # -- configuration ------------------------------------------------------------------
 
@@ -85,6 +91,10 @@ class SparkRuntime:
         """Start with ``settings`` (a connection's configuration) when Spark starts; a
         JVM already running stays as it is."""
         self._settings = settings
+
+    def set_connect_timeout(self, seconds: float) -> None:
+        """How long a Spark Connect endpoint may take to answer (0: no limit)."""
+        self._connect_timeout = seconds
 
     def master(self) -> str:
         """The master the process's Spark started with, or starts with."""
@@ -232,21 +242,72 @@ class SparkRuntime:
         with self._lock:
             found = self._remote.get((url, key))
             if found is None:
-                for old in [k for k in self._remote if k[0] == url]:
-                    self._remote.pop(old)  # the server restarted: that session is gone
-                from pyspark.sql import SparkSession
+                # The server restarted: that session is gone with it. Closed now, not
+                # left to __del__ (pyspark keeps its first session for the process's
+                # life, and closes it at interpreter exit, which could hang: closing.py).
+                closing.close_sessions([(k[0], self._remote.pop(k)) for k in
+                                        [k for k in self._remote if k[0] == url]],
+                                       budget=closing.CLOSE_WAIT)
 
-                _quiet_query_context_loggers()
-                found = SparkSession.builder.remote(url).create()
-                if key is not None:
-                    _retry_briefly(found)
-                for conf_key, value in _SESSION_CONF.items():
-                    if key is not None and conf_key == _SHUFFLE:
-                        continue  # a managed server has its SIZE's (cluster_servers.command)
-                    found.conf.set(conf_key, value)
+                def setup(remote: Any) -> None:
+                    if key is not None:
+                        _retry_briefly(remote)
+                    elif self._connect_timeout > 0:  # an external endpoint's retries too
+                        remote.client.set_retry_policies(
+                            [closing.bounded_retries(self._connect_timeout)])
+                    for conf_key, value in _SESSION_CONF.items():
+                        if key is not None and conf_key == _SHUFFLE:
+                            continue  # a managed server has its SIZE's (cluster_servers.command)
+                        remote.conf.set(conf_key, value)
+
+                found = closing.connect(url, self._connect_timeout, _create_remote(url), setup)
                 self._remote[(url, key)] = found
+                self._close_at_exit()
             _make_active(found)
             return found
+
+    # -- closing ----------------------------------------------------------------------------
+
+    def opened(self) -> None:
+        """An mzflow connection opened: clients stay open until the last one closes."""
+        with self._lock:
+            self._connections += 1
+
+    def closed(self) -> None:
+        """An mzflow connection closed; the last one closes the Spark Connect clients."""
+        with self._lock:
+            self._connections = max(0, self._connections - 1)
+            last = self._connections == 0
+        if last:
+            self.close_clients()
+
+    def close_clients(self) -> list[str]:
+        """Close every Spark Connect client this process opened, in the order they were
+        opened, each within a bounded wait (closing.py); the endpoints whose close was
+        abandoned. The next statement that needs one connects again."""
+        # Not waiting for ever on the lock either: at exit, a thread may hold it while
+        # it connects (closing.connect bounds that too).
+        locked = self._lock.acquire(timeout=closing.CLOSE_WAIT)
+        try:
+            sessions = [(url, s) for (url, _), s in list(self._remote.items())]
+            self._remote.clear()
+            own = self._session
+            if own is not None and _is_connect(own):  # spark_master = 'sc://…'
+                sessions.append((self._started_master or "sc://", own))
+                self._session = None
+        finally:
+            if locked:
+                self._lock.release()
+        return closing.close_sessions(sessions)
+
+    def _close_at_exit(self) -> None:
+        """Close the clients when the interpreter exits, before it finalizes: atexit runs
+        the last registered first, so the hook moves behind each new client's own (which
+        would otherwise send an RPC first, to a client that is about to close)."""
+        if self._exit_hook:
+            atexit.unregister(self.close_clients)
+        atexit.register(self.close_clients)
+        self._exit_hook = True
 
     def _start(self, url: str) -> Any:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -259,9 +320,22 @@ class SparkRuntime:
         if url.startswith("sc://"):
             # Spark Connect: the server owns the JVM and its configuration; only
             # session settings travel with the client.
-            remote = SparkSession.builder.remote(url).getOrCreate()
-            for key, value in _SESSION_CONF.items():
-                remote.conf.set(key, value)
+            def setup(remote: Any) -> None:
+                if self._connect_timeout > 0:
+                    remote.client.set_retry_policies(
+                        [closing.bounded_retries(self._connect_timeout)])
+                for key, value in _SESSION_CONF.items():
+                    remote.conf.set(key, value)
+
+            def make() -> Any:
+                found = SparkSession.builder.remote(url).getOrCreate()
+                # One this process closed (close_clients) may still be a thread's active
+                # session in pyspark: a new one then.
+                return (SparkSession.builder.remote(url).create()
+                        if found.client.is_closed else found)
+
+            remote = closing.connect(url, self._connect_timeout, make, setup)
+            self._close_at_exit()
             return remote
         os.environ.pop(_CONNECT_MODE, None)  # classic (see ``using``)
         builder = (
@@ -338,6 +412,18 @@ def using(url: str | None, key: object = None) -> AbstractContextManager[None]:
 
 def where() -> str:
     return process().where()
+
+
+def opened() -> None:
+    process().opened()
+
+
+def closed() -> None:
+    process().closed()
+
+
+def set_connect_timeout(seconds: float) -> None:
+    process().set_connect_timeout(seconds)
 
 
 def driver_memory() -> str:
@@ -457,6 +543,21 @@ def _make_active(remote: Any) -> None:
     from pyspark.sql.connect.session import SparkSession
 
     SparkSession._active_session.session = remote
+
+
+def _create_remote(url: str) -> Any:
+    def create() -> Any:
+        from pyspark.sql import SparkSession
+
+        _quiet_query_context_loggers()
+        return SparkSession.builder.remote(url).create()
+
+    return create
+
+
+def _is_connect(session: Any) -> bool:
+    """Whether ``session`` is a Spark Connect client's (which owns a grpc channel)."""
+    return type(session).__module__.startswith("pyspark.sql.connect")
 
 
 def _retry_briefly(remote: Any) -> None:

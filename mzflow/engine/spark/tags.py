@@ -33,14 +33,18 @@ def tagged(tag: str) -> Iterator[None]:
     """Tag the Spark work this thread does inside the block with ``tag``: the session
     runtime.session() hands the thread gets it then, before its first job. Not before:
     tagging is three calls into the JVM, which a server's catalog reads paid on every
-    statement once Spark had started (50 clients' reads took three times as long)."""
-    _local.tag = tag
+    statement once Spark had started (50 clients' reads took three times as long).
+
+    Blocks nest: a tick (its time limit's tag) inside a client's statement (its cancel's
+    tag) carries both, so that either stops it."""
+    outer = list(getattr(_local, "tags", ()))
+    _local.tags = [*outer, tag]
     with _lock:
         _sessions[tag] = []
     try:
         yield
     finally:
-        _local.tag = None
+        _local.tags = outer
         with _lock:
             sessions = _sessions.pop(tag, [])
         for session in sessions:
@@ -51,19 +55,18 @@ def tagged(tag: str) -> Iterator[None]:
 
 
 def apply(session: Any) -> None:
-    """Give ``session`` this thread's statement tag, once (runtime.session() calls it)."""
-    tag = getattr(_local, "tag", None)
-    if tag is None:
-        return
-    with _lock:
-        known = _sessions.get(tag)
-        if known is None or any(s is session for s in known):
-            return
-        known.append(session)
-    try:
-        _tagging(session, "add", tag)
-    except Exception:  # noqa: BLE001 - the statement's own call reports a dead JVM
-        log.debug("could not tag Spark work with %s", tag, exc_info=True)
+    """Give ``session`` this thread's statement tags, once each (runtime.session() calls
+    it)."""
+    for tag in getattr(_local, "tags", ()):
+        with _lock:
+            known = _sessions.get(tag)
+            if known is None or any(s is session for s in known):
+                continue
+            known.append(session)
+        try:
+            _tagging(session, "add", tag)
+        except Exception:  # noqa: BLE001 - the statement's own call reports a dead JVM
+            log.debug("could not tag Spark work with %s", tag, exc_info=True)
 
 
 def _tagging(session: Any, action: str, tag: str) -> None:
