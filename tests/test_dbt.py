@@ -12,12 +12,9 @@ on it. The materialized view's rows are checked against DuckDB over the seed's C
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -27,36 +24,20 @@ import psycopg
 import pytest
 
 import mzflow
-from mzflow import config
-from mzflow.server import make_server
+from mzflow_dev import dbt
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "dbt"
-PASSWORD = "dbt-pw"
 MV = "customer_totals"
 
 
-def url(port: int) -> str:
-    return f"postgresql://dbt:{PASSWORD}@127.0.0.1:{port}/materialize"
-
-
-@dataclass
-class Served:
-    port: int
-    project: Path
-    env: dict[str, str]
-    dbt: Path
-
-    def url(self) -> str:
-        return url(self.port)
-
-    def dbt_run(self, *args: str) -> None:
-        done = subprocess.run([str(self.dbt), *args, "--no-version-check"],
-                              cwd=self.project, env=self.env, capture_output=True,
-                              text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+class Served(dbt.Served):
+    def items(self) -> dict[tuple[str, str], str]:
+        """(name, type) -> item id of every user object."""
+        rows = self.sql("SELECT name, type, id FROM mz_objects WHERE id LIKE 'u%'")
+        return {(str(name), str(kind)): str(item_id) for name, kind, item_id in rows}
 
     def build(self, *args: str) -> list[dict[str, object]]:
         """``dbt build``; its run_results, after checking that dbt exited 0."""
@@ -66,42 +47,19 @@ class Served:
     def artifact(self, name: str) -> dict[str, Any]:
         return dict(json.loads((self.project / "target" / f"{name}.json").read_text()))
 
-    def items(self) -> dict[tuple[str, str], str]:
-        """(name, type) -> item id of every user object."""
-        with psycopg.connect(self.url(), autocommit=True) as conn:
-            rows = conn.execute("SELECT name, type, id FROM mz_objects "
-                                "WHERE id LIKE 'u%'").fetchall()
-        return {(name, kind): item_id for name, kind, item_id in rows}
-
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "ensure-dbt.sh")],
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr
-    dbt = Path(done.stdout.strip().splitlines()[-1])
     base = tmp_path_factory.mktemp("dbt")
     home, project = base / "home", base / "project"
     shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns("target", "logs"))
     with mzflow.connect(str(home)) as conn:
-        conn.execute(f"CREATE ROLE dbt WITH LOGIN SUPERUSER PASSWORD '{PASSWORD}'")
-    # The server `mzflow serve` runs, in this process: a Spark an earlier test of the
-    # process started serves it too.
-    server = make_server(config.load(str(home)), port=0)
-    server.start()
-    try:
-        warm = threading.Thread(target=start_spark, args=(url(server.port),))
-        warm.start()
-        # dbt's own venv: nothing of this checkout's on its path
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env |= {"DBT_MZFLOW_PORT": str(server.port), "DBT_MZFLOW_USER": "dbt",
-                "DBT_ENV_SECRET_MZFLOW_PASSWORD": PASSWORD,
-                "DBT_MZFLOW_EXPORTS": str(base / "exports"), "DBT_PROFILES_DIR": str(project),
-                "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-        yield Served(server.port, project, env, dbt)
+        conn.execute(f"CREATE ROLE dbt WITH LOGIN SUPERUSER PASSWORD '{dbt.PASSWORD}'")
+    with dbt.serving(home, project, DBT_MZFLOW_EXPORTS=str(base / "exports")) as s:
+        warm = threading.Thread(target=start_spark, args=(s.url(),))
+        warm.start()  # the server's Spark starts while dbt parses the project
+        yield Served(s.port, s.home, s.project, s.env, s.dbt)
         warm.join()
-    finally:
-        server.stop()
 
 
 def start_spark(address: str) -> None:

@@ -15,27 +15,22 @@ drops them. A role given SELECT by a default privilege reads the new version."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
 import duckdb
-import psycopg
 import pytest
 
 import mzflow
-from mzflow import config
-from mzflow.server import make_server
+from mzflow_dev import dbt
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
-ROOT = Path(__file__).resolve().parents[1]
 PROJECT = Path(__file__).resolve().parent / "dbt_bluegreen"
-PASSWORD = "dbt-pw"
+PASSWORD = dbt.PASSWORD
 DEPLOY = "analytics_dbt_deploy"
 ORDERS = [(1, 1, Decimal("10.50"), "placed"), (2, 1, Decimal("3.00"), "returned"),
           (3, 2, Decimal("7.25"), "shipped"), (4, 3, Decimal("1.00"), "placed")]
@@ -44,32 +39,7 @@ V1 = "select customer_id, count(*) as orders, sum(amount) as total"
 V2 = "select customer_id, count(*) as orders, sum(amount) as total, max(amount) as biggest"
 
 
-@dataclass
-class Served:
-    port: int
-    home: Path
-    project: Path
-    env: dict[str, str]
-    dbt: Path
-
-    def url(self, user: str = "dbt", password: str = PASSWORD) -> str:
-        return f"postgresql://{user}:{password}@127.0.0.1:{self.port}/materialize"
-
-    def dbt_run(self, *args: str) -> str:
-        done = subprocess.run([str(self.dbt), *args, "--no-version-check"],
-                              cwd=self.project, env=self.env, capture_output=True,
-                              text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-        return done.stdout
-
-    def sql(self, query: str, *, cluster: str | None = None, user: str = "dbt",
-            password: str = PASSWORD) -> list[tuple[object, ...]]:
-        with psycopg.connect(self.url(user, password), autocommit=True) as conn:
-            if cluster is not None:
-                conn.execute(f"SET cluster = {cluster}")
-            cur = conn.execute(query)
-            return cur.fetchall() if cur.description is not None else []
-
+class Served(dbt.Served):
     def objects(self) -> dict[tuple[str, str], tuple[str, str | None]]:
         """(schema, name) → (id, cluster) of every user object but the source table."""
         rows = self.sql("SELECT s.name, o.name, o.id, c.name FROM mz_objects o "
@@ -82,10 +52,6 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "ensure-dbt.sh")],
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr
-    dbt = Path(done.stdout.strip().splitlines()[-1])
     base = tmp_path_factory.mktemp("bluegreen")
     home, project = base / "home", base / "project"
     shutil.copytree(PROJECT, project)
@@ -103,16 +69,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
             "GRANT USAGE ON SCHEMA analytics TO reader; GRANT USAGE ON CLUSTER analytics "
             "TO reader; ALTER DEFAULT PRIVILEGES FOR ROLE dbt IN SCHEMA analytics "
             "GRANT SELECT ON TABLES TO reader")
-    server = make_server(config.load(str(home)), port=0)
-    server.start()
-    try:
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env |= {"DBT_MZFLOW_PORT": str(server.port), "DBT_MZFLOW_USER": "dbt",
-                "DBT_ENV_SECRET_MZFLOW_PASSWORD": PASSWORD, "DBT_PROFILES_DIR": str(project),
-                "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
-        yield Served(server.port, home, project, env, dbt)
-    finally:
-        server.stop()
+    with dbt.serving(home, project) as s:
+        yield Served(s.port, s.home, s.project, s.env, s.dbt)
 
 
 def expected(query: str, orders: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
