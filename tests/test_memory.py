@@ -27,8 +27,7 @@ _PY4J_OOM = ("An error occurred while calling o19543.getResult.\n"
 
 def test_an_oom_on_a_managed_server_names_the_cluster_its_size_and_a_bigger_one() -> None:
     etl = Cluster(7, "etl", size="xsmall")
-    endpoint = cluster_servers.Endpoint("sc://127.0.0.1:15002", 1)
-    with spark.memory_of(cluster_servers.memory(etl, endpoint)):
+    with spark.memory_of(cluster_servers.memory(etl, managed=True)):
         err = spark.translate_error(Exception(_PY4J_OOM))
     assert isinstance(err, OutOfMemory) and err.code == "53200"
     assert err.message == ('cluster "etl" ran out of memory: Spark\'s driver heap '
@@ -40,7 +39,8 @@ def test_an_oom_on_a_managed_server_names_the_cluster_its_size_and_a_bigger_one(
 def test_an_oom_in_process_names_the_driver_memory_setting(monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
     monkeypatch.setenv("MZFLOW_SPARK_DRIVER_MEMORY", "768m")
-    with spark.memory_of(cluster_servers.memory(Cluster(3, "analytics", size="large"), None)):
+    analytics = Cluster(3, "analytics", size="large")
+    with spark.memory_of(cluster_servers.memory(analytics, managed=False)):
         err = spark.translate_error(Exception(_PY4J_OOM))
     assert isinstance(err, OutOfMemory)
     assert err.message.startswith('cluster "analytics" ran out of memory')
@@ -48,12 +48,10 @@ def test_an_oom_in_process_names_the_driver_memory_setting(monkeypatch: pytest.M
 
 
 def test_the_largest_size_and_an_external_endpoint_get_their_own_advice() -> None:
-    biggest = cluster_servers.memory(Cluster(1, "big", size="xlarge"),
-                                     cluster_servers.Endpoint("sc://h:1", 1))
+    biggest = cluster_servers.memory(Cluster(1, "big", size="xlarge"), managed=True)
     assert "ALTER CLUSTER" not in biggest.setting and "smaller views" in biggest.setting
     external = cluster_servers.memory(Cluster(2, "ext", spark="sc://spark.example:15002"),
-                                      cluster_servers.Endpoint("sc://spark.example:15002",
-                                                               None))
+                                      managed=True)
     assert external.setting == "give the Spark at sc://spark.example:15002 more memory"
 
 
