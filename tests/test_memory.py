@@ -27,7 +27,8 @@ _PY4J_OOM = ("An error occurred while calling o19543.getResult.\n"
 
 def test_an_oom_on_a_managed_server_names_the_cluster_its_size_and_a_bigger_one() -> None:
     etl = Cluster(7, "etl", size="xsmall")
-    with spark.memory_of(cluster_servers.memory(etl, managed=True)):
+    endpoint = cluster_servers.Endpoint("sc://127.0.0.1:15002", 1)
+    with spark.memory_of(cluster_servers.memory(etl, endpoint)):
         err = spark.translate_error(Exception(_PY4J_OOM))
     assert isinstance(err, OutOfMemory) and err.code == "53200"
     assert err.message == ('cluster "etl" ran out of memory: Spark\'s driver heap '
@@ -39,8 +40,7 @@ def test_an_oom_on_a_managed_server_names_the_cluster_its_size_and_a_bigger_one(
 def test_an_oom_in_process_names_the_driver_memory_setting(monkeypatch: pytest.MonkeyPatch
                                                            ) -> None:
     monkeypatch.setenv("MZFLOW_SPARK_DRIVER_MEMORY", "768m")
-    analytics = Cluster(3, "analytics", size="large")
-    with spark.memory_of(cluster_servers.memory(analytics, managed=False)):
+    with spark.memory_of(cluster_servers.memory(Cluster(3, "analytics", size="large"), None)):
         err = spark.translate_error(Exception(_PY4J_OOM))
     assert isinstance(err, OutOfMemory)
     assert err.message.startswith('cluster "analytics" ran out of memory')
@@ -48,10 +48,12 @@ def test_an_oom_in_process_names_the_driver_memory_setting(monkeypatch: pytest.M
 
 
 def test_the_largest_size_and_an_external_endpoint_get_their_own_advice() -> None:
-    biggest = cluster_servers.memory(Cluster(1, "big", size="xlarge"), managed=True)
+    biggest = cluster_servers.memory(Cluster(1, "big", size="xlarge"),
+                                     cluster_servers.Endpoint("sc://h:1", 1))
     assert "ALTER CLUSTER" not in biggest.setting and "smaller views" in biggest.setting
     external = cluster_servers.memory(Cluster(2, "ext", spark="sc://spark.example:15002"),
-                                      managed=True)
+                                      cluster_servers.Endpoint("sc://spark.example:15002",
+                                                               None))
     assert external.setting == "give the Spark at sc://spark.example:15002 more memory"
 
 

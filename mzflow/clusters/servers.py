@@ -63,13 +63,6 @@ def folder(home: Path, cluster: Cluster) -> Path:
     return home / "clusters" / str(cluster.id)
 
 
-def manages(cfg: config.Config, cluster: Cluster) -> bool:
-    """Whether ``cluster``'s ticks run on a server mzflow starts (``endpoint_for``
-    would start it), without starting it."""
-    return (not cluster.virtual and cfg.spark_master == "local[*]" and not cluster.spark
-            and cfg.cluster_spark == "managed")
-
-
 def endpoint_for(cfg: config.Config, cluster: Cluster | None) -> Endpoint | None:
     """Where ``cluster``'s ticks run: None for the process's own Spark."""
     if cluster is None or cluster.virtual or cfg.spark_master != "local[*]":
@@ -160,14 +153,13 @@ def died_since(home: Path, cluster: Cluster, since_ms: int, wait: float = 30.0
         time.sleep(0.2)
 
 
-def memory(cluster: Cluster, *, managed: bool) -> spark.Memory:
-    """Whose memory the cluster's Spark work uses, for an out-of-memory error: its
-    server's (``managed``, or named by ``cluster.spark``), else the process's."""
-    if not managed:
+def memory(cluster: Cluster, endpoint: Endpoint | None) -> spark.Memory:
+    """Whose memory the cluster's Spark work uses, for an out-of-memory error."""
+    if endpoint is None:
         return spark.in_process_memory(cluster.name)
     if cluster.spark:
-        return spark.Memory(cluster.name, f"configured at {cluster.spark}",
-                            f"give the Spark at {cluster.spark} more memory")
+        return spark.Memory(cluster.name, f"configured at {endpoint.url}",
+                            f"give the Spark at {endpoint.url} more memory")
     size = sizes.of_cluster(cluster.virtual, cluster.size)
     up = sizes.bigger(size)
     more = (f"ALTER CLUSTER {cluster.name} SET (SIZE = '{up.name}')" if up

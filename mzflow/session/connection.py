@@ -225,34 +225,19 @@ class Connection:
 
         found = snap.cluster(index.cluster_id) if index.cluster_id is not None else None
         spark.set_connect_timeout(config.tuning(snap.settings).spark_connect_timeout)
+        endpoint = cluster_servers.endpoint_for(self.config, found)
         if found is None:
             yield
             return
-        if cluster_servers.manages(self.config, found):
-            # Its server starts (or is found) on the tick's first Spark work: most ticks
-            # of a warm cluster run in process and need none (lazy_endpoint.py).
-            def resolve() -> tuple[str, object] | None:
-                endpoint = cluster_servers.endpoint_for(self.config, found)
-                if endpoint is None:
-                    return None
-                log.info("tick %s on cluster %s's Spark at %s", index.qualified_name,
-                         found.name, endpoint.url)
-                return endpoint.url, endpoint.started_at
-
-            where = spark.using(None, lazy=resolve)
-            memory = spark.memory_of(cluster_servers.memory(found, managed=True))
-        else:
-            endpoint = cluster_servers.endpoint_for(self.config, found)
-            memory = spark.memory_of(cluster_servers.memory(found, managed=endpoint is not None))
-            if endpoint is None:
-                with memory:
-                    yield
-                return
-            log.info("tick %s on cluster %s's Spark at %s", index.qualified_name, found.name,
-                     endpoint.url)
-            where = spark.using(endpoint.url, endpoint.started_at)
+        memory = spark.memory_of(cluster_servers.memory(found, endpoint))
+        if endpoint is None:
+            with memory:
+                yield
+            return
+        log.info("tick %s on cluster %s's Spark at %s", index.qualified_name, found.name,
+                 endpoint.url)
         started = int(time.time() * 1000)
-        with memory, where:
+        with memory, spark.using(endpoint.url, endpoint.started_at):
             try:
                 yield
             except SparkFailure as e:

@@ -23,14 +23,13 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mzflow import config
 from mzflow.engine.spark import closing, tags
-from mzflow.engine.spark.lazy_endpoint import LazyEndpoint, Resolved
 
 if TYPE_CHECKING:
     from mzflow.engine.spark.failures import Memory
@@ -76,7 +75,7 @@ class SparkRuntime:
         # are kept per (url, key): a restarted server (a new key) gets a new session,
         # since the old one's server-side state died with it.
         self._remote: dict[tuple[str, object], Any] = {}
-        self._endpoint: contextvars.ContextVar[tuple[str, object] | LazyEndpoint | None] = (
+        self._endpoint: contextvars.ContextVar[tuple[str, object] | None] = (
             contextvars.ContextVar("mzflow_spark_endpoint", default=None))
         self._memory: contextvars.ContextVar[Memory | None] = contextvars.ContextVar(
             "mzflow_spark_memory", default=None)
@@ -119,13 +118,10 @@ class SparkRuntime:
     # -- where a block's Spark work runs ---------------------------------------------------
 
     @contextmanager
-    def using(self, url: str | None, key: object = None, *,
-              lazy: Callable[[], Resolved] | None = None) -> Iterator[None]:
+    def using(self, url: str | None, key: object = None) -> Iterator[None]:
         """Run the block's Spark work on the Spark Connect server at ``url`` (None: the
-        process's own Spark); or, with ``lazy``, where ``lazy()`` says on the block's
-        first Spark work (lazy_endpoint.py: a server starts only if a tick needs it)."""
-        pending = LazyEndpoint(lazy) if lazy is not None else None
-        token = self._endpoint.set(pending or ((url, key) if url else None))
+        process's own Spark)."""
+        token = self._endpoint.set((url, key) if url else None)
         before = os.environ.get(_CONNECT_MODE)
         active = _active_connect_session() if url else None
         if url:
@@ -140,33 +136,14 @@ class SparkRuntime:
                 os.environ[_CONNECT_MODE] = before
             if url:
                 _make_active(active)
-            elif pending is not None and pending.peek() is not None and (
-                    pending.thread == threading.get_ident()):
-                _make_active(pending.before)
-
-    def _now(self, resolve: bool = False) -> tuple[str, object] | None:
-        """The block's endpoint; a lazy one resolves only when Spark work is to run."""
-        endpoint = self._endpoint.get()
-        if not isinstance(endpoint, LazyEndpoint):
-            return endpoint
-        if not resolve:
-            return endpoint.peek()
-        found = endpoint.get(_active_connect_session)
-        if found is not None:
-            os.environ[_CONNECT_MODE] = "1"  # using() restores it at the block's end
-        return found
 
     def endpoint(self) -> tuple[str, object] | None:
         """The server the block's work runs on ((url, key)); None: the process's Spark."""
-        return self._now()
-
-    def _on_server(self) -> bool:
-        endpoint = self._endpoint.get()
-        return endpoint.on_server() if isinstance(endpoint, LazyEndpoint) else bool(endpoint)
+        return self._endpoint.get()
 
     def where(self) -> str:
         """The Spark that session() gives now: a server's URL, or "in-process"."""
-        endpoint = self._now()
+        endpoint = self._endpoint.get()
         if endpoint is not None:
             return endpoint[0]
         master = self._started_master
@@ -200,7 +177,7 @@ class SparkRuntime:
     def session(self, master: str | None = None) -> Any:
         """The process's SparkSession (the first call starts the JVM, several seconds),
         or the cluster server's inside ``using``."""
-        endpoint = self._now(resolve=master is None)
+        endpoint = self._endpoint.get()
         if endpoint is not None and master is None:
             connected = self._connected(*endpoint)
             tags.apply(connected)
@@ -228,12 +205,12 @@ class SparkRuntime:
     def in_process(self) -> Any:
         """The in-process session the block's work runs on; None inside ``using`` (a
         server's JVM is its supervisor's) or before Spark started."""
-        return None if self._on_server() else self._session
+        return None if self._endpoint.get() is not None else self._session
 
     def live(self, spark: Any) -> bool:
         """Whether a block's cleanup can still reach ``spark``: not if the JVM died during
         the block (translate_error forgot it), whose state went with it."""
-        if spark is self._session or self._on_server():
+        if spark is self._session or self._endpoint.get() is not None:
             return True
         # A sibling session (queries._interruptibly) lives as long as the JVM it shares.
         return self._session is not None and getattr(spark, "_sc", None) is getattr(
@@ -429,9 +406,8 @@ def starting() -> bool:
     return process().starting()
 
 
-def using(url: str | None, key: object = None, *,
-          lazy: Callable[[], Resolved] | None = None) -> AbstractContextManager[None]:
-    return process().using(url, key, lazy=lazy)
+def using(url: str | None, key: object = None) -> AbstractContextManager[None]:
+    return process().using(url, key)
 
 
 def where() -> str:
