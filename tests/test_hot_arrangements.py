@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import mzflow
 from mzflow.maintain import hot
+from mzflow.maintain.tick import arrange
 from mzflow.storage.delta import DIFF
 
 SCHEMA = pa.schema([("k", pa.int64()), ("v", pa.string()), ("w", pa.int64())])
@@ -102,8 +103,6 @@ def test_a_large_merge_waits_for_compact_and_lookups_stay_exact(
 
 def test_a_tick_leaves_due_merges_to_a_thread(monkeypatch: pytest.MonkeyPatch,
                                              tmp_path: Path) -> None:
-    from mzflow.maintain.tick import arrange
-
     monkeypatch.setattr(hot, "LATER_ROWS", 1)
     spine = hot.Hot("t", "k", ("k", "v"), SCHEMA, [hot.Part.of(
         _table([(1, "a", 0)], [1]).select(["k", "v", DIFF]), "k", -1, 0)])
@@ -116,6 +115,27 @@ def test_a_tick_leaves_due_merges_to_a_thread(monkeypatch: pytest.MonkeyPatch,
     assert worker is not None
     worker.join(timeout=60)
     assert not spine.due and len(spine.parts) <= 2 + hot.KEEP
+
+
+def test_the_last_connection_on_a_warehouse_releases_its_arrangements(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A program that ticked views in five homes held every home's arrangements until
+    it exited (issue 39, item 3): each home's go when its last connection closes."""
+    from mzflow.maintain.tick import arrange
+
+    spine = hot.Hot("t", "k", ("k",), SCHEMA, [])
+    one, two = tmp_path / "one" / "warehouse", tmp_path / "one" / "warehouse2"
+    for warehouse in (one, two):
+        monkeypatch.setitem(arrange._HOT, (str(warehouse), 7, "t", "k"), spine)
+        arrange.opened(warehouse)
+    arrange.opened(one)  # a second connection on the first home
+    arrange.closed(one)
+    assert (str(one), 7, "t", "k") in arrange._HOT  # one connection still open
+    arrange.closed(one)
+    assert (str(one), 7, "t", "k") not in arrange._HOT
+    assert (str(two), 7, "t", "k") in arrange._HOT  # another home's (a prefix of it) stays
+    arrange.closed(two)
+    assert (str(two), 7, "t", "k") not in arrange._HOT
 
 
 def test_a_non_integer_key_is_looked_up_by_hash() -> None:
@@ -171,6 +191,10 @@ def test_a_join_reads_only_matching_rows_from_memory_as_the_table_grows(tmp_path
             held = conn.execute("SELECT key, records, size FROM mz_arrangement_sizes").rows
             assert len(held) == 2 and all(r >= orders and b > 0 for _, r, b in held), held
             seen.append(report.rows_read)
+            warehouse = str(conn.config.warehouse)
+            assert any(k[0] == warehouse for k in arrange._HOT)
+        # Its last connection closed, the home's arrangements leave the process's memory.
+        assert not any(k[0] == warehouse for k in arrange._HOT)
     assert seen[1] <= seen[0] + 2, seen  # 10x the table, the same rows read
 
 

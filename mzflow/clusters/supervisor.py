@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from mzflow import config
 
@@ -66,49 +67,74 @@ def _stop(child: subprocess.Popen[bytes] | None) -> None:
 
 def run(where: Path) -> int:
     spec = json.loads((where / "spec.json").read_text())
-    service: subprocess.Popen[bytes] | None = None
-    service_starts = 0
-    stop = []
+    stop: list[str] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append("SIGTERM"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C is not for us
     jvm = subprocess.Popen(spec["command"], stdin=subprocess.DEVNULL)
+    try:
+        return _supervise(where, spec, jvm, stop)
+    finally:
+        # Whatever ended the watch (its folder removed with the home under it crashed
+        # it: FileNotFoundError), no JVM outlives its supervisor: four orphaned servers,
+        # 8 GB of heap, were found after a benchmark's homes were deleted.
+        if jvm.poll() is None:
+            jvm.kill()
+            jvm.wait()
+
+
+def _supervise(where: Path, spec: dict[str, Any], jvm: subprocess.Popen[bytes],
+               stop: list[str]) -> int:
+    service: subprocess.Popen[bytes] | None = None
+    service_starts = 0
     started = int(time.time() * 1000)
     published = False
     reason = "the JVM exited"
-    while jvm.poll() is None:
-        if stop:
-            reason = "stopped (SIGTERM)"
-            break
-        if not published and _answers(int(spec["port"])):
-            record = {"pid": os.getpid(), "jvm_pid": jvm.pid, "url": spec["url"],
-                      "port": spec["port"], "cluster": spec["cluster"], "started_at": started}
-            tmp = where / "server.json.tmp"
-            tmp.write_text(json.dumps(record))
-            os.replace(tmp, where / "server.json")
-            (where / "last_used").touch()  # idle from now: the start-up is no idleness
-            published = True
-            print(f"mzflow: cluster {spec['cluster']} serving at {spec['url']}", flush=True)
-        if published and spec.get("ticks") and (service is None or service.poll() is not None):
-            if service_starts <= SERVICE_RESTARTS:
-                if service is not None:
-                    print(f"mzflow: tick service exited with code {service.returncode}",
-                          flush=True)
-                service, service_starts = _start_service(where), service_starts + 1
-        if service is not None and service.poll() is None and not (
-                where / "ticks.json").exists():
-            (where / "last_used").touch()  # the service's start-up is no idleness either
-        if published and _idle_for(where) > float(spec["idle_seconds"]):
-            reason = f"idle for {spec['idle_seconds']} s"
-            break
-        time.sleep(POLL_SECONDS)
+    try:
+        while jvm.poll() is None:
+            if stop:
+                reason = "stopped (SIGTERM)"
+                break
+            if not where.exists():
+                reason = "its folder was removed"
+                break
+            if not published and _answers(int(spec["port"])):
+                record = {"pid": os.getpid(), "jvm_pid": jvm.pid, "url": spec["url"],
+                          "port": spec["port"], "cluster": spec["cluster"], "started_at": started}
+                tmp = where / "server.json.tmp"
+                tmp.write_text(json.dumps(record))
+                os.replace(tmp, where / "server.json")
+                (where / "last_used").touch()  # idle from now: the start-up is no idleness
+                published = True
+                print(f"mzflow: cluster {spec['cluster']} serving at {spec['url']}", flush=True)
+            if published and spec.get("ticks") and (service is None or service.poll() is not None):
+                if service_starts <= SERVICE_RESTARTS:
+                    if service is not None:
+                        print(f"mzflow: tick service exited with code {service.returncode}",
+                              flush=True)
+                    service, service_starts = _start_service(where), service_starts + 1
+            if service is not None and service.poll() is None and not (
+                    where / "ticks.json").exists():
+                (where / "last_used").touch()  # the service's start-up is no idleness either
+            if published and _idle_for(where) > float(spec["idle_seconds"]):
+                reason = f"idle for {spec['idle_seconds']} s"
+                break
+            time.sleep(POLL_SECONDS)
+    except OSError as e:  # its folder removed under it (a deleted home)
+        reason = f"its folder failed: {e}"
     if reason == "the JVM exited":
         # Why it died is for the tick that was running on it to report (exit code 52:
         # Spark stopped it after an OutOfMemoryError): recorded before the tick service
         # is stopped, since that tick may be the service's, which then answers first.
         exited = {"code": jvm.returncode, "at": int(time.time() * 1000)}
-        (where / "exit.json").write_text(json.dumps(exited))
+        try:
+            (where / "exit.json").write_text(json.dumps(exited))
+        except OSError:
+            pass
         reason = f"the JVM exited with code {jvm.returncode}"
-    (where / "ticks.json").unlink(missing_ok=True)  # no new callers
+    try:
+        (where / "ticks.json").unlink(missing_ok=True)  # no new callers
+    except OSError:
+        pass  # its folder is gone
     _stop(service)
     try:
         current = json.loads((where / "server.json").read_text())

@@ -33,6 +33,7 @@ from mzflow.errors import Error, LoginRefused, OutOfMemory, ParseError, SparkFai
 from mzflow.incremental.plan import require_incremental
 from mzflow.maintain import arrangements, freshness, ticks
 from mzflow.maintain import compaction as maintenance
+from mzflow.maintain.tick import arrange
 from mzflow.maintain.tick import holds as index_holds
 from mzflow.projections import manage as projections
 from mzflow.quality import quarantine
@@ -65,7 +66,6 @@ class Connection:
 
     def __init__(self, cfg: config.Config, role: str = roles.MATERIALIZE):
         self.config = cfg
-        # The process's Spark, when it starts, starts as this configuration says.
         configure_spark(cfg.spark_settings)
         cfg.home.mkdir(parents=True, exist_ok=True)
         self.store = Store(cfg.catalog_url)
@@ -74,8 +74,7 @@ class Connection:
             self.store.close()
             raise LoginRefused(f'role "{role}" does not exist' if found is None
                                else f'role "{role}" is not permitted to log in')
-        # Statements run as this role (session/access.py checks them), and what its DDL
-        # creates, it owns.
+        # Statements run as this role (access.py checks them); what its DDL creates, it owns.
         self.role_id = found.id
         self.store.role_id = found.id
         self._role = role
@@ -96,9 +95,10 @@ class Connection:
             self.store, cfg, self.selects, self.writes, self._checking,
             lambda query: describe_mod.query_columns(self.store.snapshot(), query,
                                                      self.selects.described))
-        # The process's Spark Connect clients close with its last open connection
-        # (or at exit): a program that used mzflow must end (engine/spark/closing.py).
+        # The process's Spark Connect clients close with its last open connection (or at
+        # exit: engine/spark/closing.py), the warehouse's arrangements with its last one.
         spark_runtime.opened()
+        arrange.opened(cfg.warehouse)
         self._open = True
 
     def close(self) -> None:
@@ -110,6 +110,7 @@ class Connection:
             self.store.close()
         finally:
             spark_runtime.closed()
+            arrange.closed(self.config.warehouse)
 
     @property
     def role(self) -> str:
@@ -128,13 +129,11 @@ class Connection:
     def execute(self, sql: str, params: Sequence[Any] | None = None, *,
                 idempotency_key: tuple[str, int] | None = None,
                 param_types: Sequence[str | None] | None = None) -> Result:
-        """Run every statement in ``sql``; return the last one's result.
-
-        ``params`` are the values of ``$1 … $n`` in one statement (session/params.py);
-        ``param_types`` may declare their SQL types. ``idempotency_key=(app_id, n)`` makes
-        a single write apply at most once: a retry with the same key (after a crash or a
-        timeout) is skipped with a notice.
-        """
+        """Run every statement in ``sql``; return the last one's result. ``params`` are
+        the values of ``$1 … $n`` in one statement (session/params.py); ``param_types``
+        may declare their SQL types. ``idempotency_key=(app_id, n)`` makes a single write
+        apply at most once: a retry with the same key (after a crash or a timeout) is
+        skipped with a notice."""
         if params is None and param_types is None and idempotency_key is None:
             results = self.execute_all(sql)
             return results[-1] if results else Result(status="EMPTY")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
@@ -217,6 +218,30 @@ def _cluster_columns(snap: Snapshot, cluster_id: int, root: Node
 # Their memory is bounded by each cluster's budget (``_hot``); their number here.
 _HOT = caches.lru("maintain.hot_arrangements", 256)
 _HOT_LOCK = threading.Lock()
+
+
+# Open connections per warehouse: the last one to close takes its arrangements out of
+# memory (a program that ticked views in five homes held all five homes' lineitems).
+_CONNECTIONS: dict[str, int] = {}
+
+
+def opened(warehouse: Path) -> None:
+    with _HOT_LOCK:
+        _CONNECTIONS[str(warehouse)] = _CONNECTIONS.get(str(warehouse), 0) + 1
+
+
+def closed(warehouse: Path) -> None:
+    """A connection on ``warehouse`` closed; the last one releases its arrangements."""
+    key = str(warehouse)
+    with _HOT_LOCK:
+        _CONNECTIONS[key] = _CONNECTIONS.get(key, 1) - 1
+        if _CONNECTIONS[key] > 0:
+            return
+        del _CONNECTIONS[key]
+        for k in [k for k in _HOT if k[0] == key]:
+            del _HOT[k]
+        for path in [p for p in _OPEN if p.startswith(key + os.sep)]:
+            _OPEN.pop(path, None)
 
 
 def drop_hot(keep: Callable[[tuple[str, int, str, str]], bool]) -> None:
