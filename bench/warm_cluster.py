@@ -19,6 +19,7 @@ every tick cost before this issue) and on the cluster's warm Spark Connect serve
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import re
 import shutil
@@ -125,7 +126,8 @@ def airflow_runs(home: Path, files: Path, mode: str, rounds: int, first: int,
             took = time.monotonic() - started
             assert state == "success", server.logs()
             print(f"  {mode:>10} REST-triggered run {r - first}: {took:.1f} s"
-                  + (" (warm-up)" if r == first else ""), flush=True)
+                  + (" (warm-up)" if r == first else "") + breakdown(server, run_id),
+                  flush=True)
             if r > first:
                 times.append(took)
     finally:
@@ -134,11 +136,39 @@ def airflow_runs(home: Path, files: Path, mode: str, rounds: int, first: int,
 
 
 
+def breakdown(server: AirflowServer, run_id: str) -> str:
+    """Where a run's time went, from Airflow's own timestamps: the run's start after its
+    queueing, and per task (in start order) its queueing, wait for a slot, and run."""
+    from urllib.parse import quote
+
+    def at(value: object) -> float:
+        return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+
+    try:
+        run = server.request("GET", f"/api/v2/dags/mzflow_c/dagRuns/{quote(run_id)}")
+        tasks = server.request(
+            "GET", f"/api/v2/dags/mzflow_c/dagRuns/{quote(run_id)}/taskInstances")
+        queued, start, end = (at(run[k]) for k in  # type: ignore[index]
+                              ("queued_at", "start_date", "end_date"))
+        parts = [f"run queued→started {start - queued:.2f}"]
+        for t in sorted(tasks["task_instances"], key=lambda t: str(t["start_date"])):  # type: ignore[index]
+            q, s, e = at(t["queued_when"]), at(t["start_date"]), at(t["end_date"])
+            parts.append(f"{t['task_id']}: +{q - start:.2f} queued, {s - q:.2f} to start, "
+                         f"{e - s:.2f} ran")
+        last = max(at(t["end_date"]) for t in tasks["task_instances"])  # type: ignore[index]
+        parts.append(f"last task→run end {end - last:.2f}")
+        return " [" + "; ".join(parts) + "]"
+    except (KeyError, TypeError, ValueError) as e:
+        return f" [no breakdown: {e}]"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sf", type=float, default=0.1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-airflow", action="store_true", help="only the CLI measure")
+    ap.add_argument("--modes", default="in-process,managed",
+                    help="which of in-process,managed to measure (both: the ratio)")
     args = ap.parse_args()
     files = data.generate(args.sf)
     work = Path(tempfile.mkdtemp(prefix="mzflow-warm-bench-"))
@@ -154,11 +184,12 @@ def main() -> int:
     rest: dict[str, list[float]] = {}
     first = 0
     try:
-        for mode in ("in-process", "managed"):
+        modes = args.modes.split(",")
+        for mode in modes:
             cli[mode] = cli_ticks(home, files, mode, args.rounds, first)
             first += args.rounds + 1
         if not args.no_airflow:
-            for mode in ("in-process", "managed"):
+            for mode in modes:
                 rest[mode] = airflow_runs(home, files, mode, args.rounds, first, work)
                 first += args.rounds + 1
     finally:
@@ -166,18 +197,23 @@ def main() -> int:
                        env={**os.environ, "MZFLOW_HOME": str(home)}, capture_output=True)
     print(f"\nmedians of {args.rounds} rounds, 0.1 % batches at TPC-H SF {args.sf:g}:")
     print("measure                          in-process   managed (warm)   ratio   target")
-    base = statistics.median(w for w, _ in cli["in-process"])
-    warm = statistics.median(w for w, _ in cli["managed"])
-    overhead = statistics.median(o for _, o in cli["managed"])
+
+    def med(xs: list[float] | None) -> float:
+        return statistics.median(xs) if xs else float("nan")
+
+    base, warm = (med([w for w, _ in cli.get(m, [])]) for m in ("in-process", "managed"))
+    over_base, overhead = (med([o for _, o in cli.get(m, [])])
+                           for m in ("in-process", "managed"))
     print(f"CLI tick, wall                   {base:8.2f} s   {warm:10.2f} s   "
           f"{base / warm:5.1f}×")
-    print(f"CLI tick, overhead beyond ticks  "
-          f"{statistics.median(o for _, o in cli['in-process']):8.2f} s   {overhead:10.2f} s"
+    print(f"CLI tick, overhead beyond ticks  {over_base:8.2f} s   {overhead:10.2f} s"
           f"            <= 1.5 s: {'met' if overhead <= 1.5 else 'MISSED'}")
     if rest:
-        before, after = (statistics.median(rest[m]) for m in ("in-process", "managed"))
+        before, after = (med(rest.get(m)) for m in ("in-process", "managed"))
         print(f"REST-triggered run to success    {before:8.1f} s   {after:10.1f} s   "
-              f"{before / after:5.1f}×   <= 4 s: {'met' if after <= 4 else 'MISSED'}")
+              f"{before / after:5.1f}×   <= 4 s (issue 18): "
+              f"{'met' if after <= 4 else 'MISSED'}; <= 2 s (issue 34): "
+              f"{'met' if after <= 2 else 'MISSED'}")
     return 0
 
 
