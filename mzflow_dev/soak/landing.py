@@ -170,7 +170,7 @@ def landing(args: dict[str, Any], conn: Any, j: Journal) -> None:
             continue
         if r.random() < 0.5:
             feed(conn, j)
-        time.sleep(r.uniform(0.0, float(args.get("landing_pause", 1.0))))
+        time.sleep(r.uniform(0.0, float(args.get("landing_pause", 2.0))))
     feed(conn, j)  # the last: every file placed is then loaded or recorded failed
 
 

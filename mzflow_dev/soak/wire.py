@@ -185,7 +185,7 @@ def pgclient(args: dict[str, Any], conn: Any, j: Journal) -> None:
                     msg=str(exc)[:200])
             time.sleep(0.5)
         n += 1
-        time.sleep(pace.uniform(0.0, float(args.get("wire_pause", 0.3))))
+        time.sleep(pace.uniform(0.0, float(args.get("wire_pause", 0.5))))
 
 
 def run(clients: Clients, j: Journal, n: int, o: Op) -> None:
