@@ -99,14 +99,19 @@ def content(d: Drop) -> bytes:
     return data[: len(data) // 2] if d.bad == "parquet_truncated" else data
 
 
-def open_bad(recs: list[dict[str, Any]]) -> list[str]:
-    """Names whose newest placed version is bad."""
+def newest_bad(recs: list[dict[str, Any]]) -> dict[str, bool]:
+    """Each name's newest placed version: bad or not."""
     newest: dict[str, bool] = {}
     placed = {r["n"] for r in recs if r.get("ev") == "placed"}
     for r in recs:
         if r.get("ev") == "place" and r["n"] in placed:
             newest[r["name"]] = r["bad"] is not None
-    return sorted(name for name, bad in newest.items() if bad)
+    return newest
+
+
+def open_bad(recs: list[dict[str, Any]]) -> list[str]:
+    """Names whose newest placed version is bad."""
+    return sorted(name for name, bad in newest_bad(recs).items() if bad)
 
 
 def place(j: Journal, where: Path, d: Drop, resumed: bool = False) -> None:
@@ -153,16 +158,18 @@ def landing(args: dict[str, Any], conn: Any, j: Journal) -> None:
         pending = Drop(last["n"], last["name"], last["fmt"], last["bad"],
                        [tuple(row) for row in last["rows"]], last.get("fixes", False))
     n = started[-1]["n"] + 1 if started else 1
+    state = newest_bad(recs)  # kept up to date here: the journal is read once
     r = random.Random(f"{args['seed']}/landing/pace/{os.getpid()}")
     while not _stopping(args):
         if pending is None:
-            pending = drop(args["seed"], n, open_bad(list(records(j.path))))
+            pending = drop(args["seed"], n, sorted(k for k, bad in state.items() if bad))
             n += 1
             resumed = False
         else:
             resumed = True
         try:
             place(j, where, pending, resumed=resumed)
+            state[pending.name] = pending.bad is not None
             pending = None
         except OSError as exc:  # the disk-full fault: write it again
             _error(j, "place", exc, n=pending.n)

@@ -18,6 +18,7 @@ called by checker.py's pass:
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from typing import Any
 
@@ -249,11 +250,20 @@ def check_files(recs: list[dict[str, Any]], feeds: list[tuple[float, float]],
                 out.append(f"file {p['name']} (drop {n}) in {landing.SOURCES[fmt]} not "
                            f"exactly once and whole: {dict(got)}")
     # Completeness: a version in place for a whole finished tick was loaded or failed.
+    # Ticks run one after another, so the first to start after a version was placed is
+    # the first to end: if it ended before the next version came, it had to see it.
+    feeds = sorted(feeds)
+    starts = [start for start, _ in feeds]
+    next_place: dict[int, float] = {}
+    last_of: dict[str, int] = {}
+    for n in sorted(places):
+        if places[n]["name"] in last_of:
+            next_place[last_of[places[n]["name"]]] = places[n]["t"]
+        last_of[places[n]["name"]] = n
     for n, r in placed.items():
         p = places[n]
-        later = [q["t"] for m, q in places.items() if m > n and q["name"] == p["name"]]
-        gone = min(later, default=float("inf"))
-        if not any(r["t"] < start and end < gone for start, end in feeds):
+        i = bisect.bisect_right(starts, r["t"])
+        if i == len(feeds) or feeds[i][1] >= next_place.get(n, float("inf")):
             continue
         counts["checks"] += 1
         ident = identity(r["path"], r["size"], r["mtime_ns"])
