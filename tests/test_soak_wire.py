@@ -30,6 +30,9 @@ def test_client_ops_are_seeded_and_cover_every_kind() -> None:
     assert len(ids) == len(set(ids))  # each row names its write
     assert all(i // 10 == n for n, o in enumerate(ops, 1) for i, _, _ in o.rows)
     assert all("{" not in o.sql for o in ops)
+    # A read and its oracle ask the same question (the same key).
+    reads = [o for o in ops if o.kind.startswith("read")]
+    assert all(o.sql.split(" WHERE ")[1:] == o.oracle.split(" WHERE ")[1:] for o in reads)
 
 
 def _parse(d: landing.Drop, path: Path) -> pa.Table:

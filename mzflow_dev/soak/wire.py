@@ -50,8 +50,10 @@ READS = (
      "SELECT name, count(*), sum(w) FROM t2 GROUP BY name"),
     (f"SELECT k, n, sv FROM {VIEW}", f"SELECT k, n, sv FROM {_V}"),
     (f"SELECT k, n, sv FROM {VIEW} WHERE n > 2", f"SELECT k, n, sv FROM {_V} WHERE n > 2"),
-    (f"SELECT sum(n) FROM {VIEW}", f"SELECT sum(n) FROM {_V}"),
+    (f"SELECT k, n FROM {VIEW} WHERE k = {{k}}", f"SELECT k, n FROM {_V} WHERE k = {{k}}"),
 )
+# Not sum(n) over the view: a read answered from a projection goes to Spark when its
+# result type is numeric, and a JVM in the server costs more than the soak can spare.
 DENIED_ID = 900_000_000  # + n: a denied INSERT's row, which must never appear
 # What each role was not granted: (role, SQL); {id}: DENIED_ID + n, {n}: n, {k}: a key.
 DENIALS = (
@@ -103,7 +105,8 @@ def op(seed: int, n: int) -> Op:
     r = random.Random(f"{seed}/pgclient/{n}")
     choice = r.random()
     if choice < 0.45:
-        sql, oracle = (s.format(k=r.randint(0, 9)) for s in r.choice(READS))
+        k = r.randint(0, 9)
+        sql, oracle = (s.format(k=k) for s in r.choice(READS))
         if choice < 0.35:
             return Op("read_as_of", "soak_reader", sql, oracle, lag=r.randint(0, 3000))
         return Op("read_plain", "soak_reader", sql, oracle)
