@@ -42,7 +42,8 @@ def folder(home: str | Path) -> Path:
 
 
 def setup_sql(landing: Path) -> list[str]:
-    out = [f"CREATE CLUSTER {CLUSTER} SIZE 'small'"]
+    # VIRTUAL: a tick that only loads files needs no Spark, so no warm server either.
+    out = [f"CREATE CLUSTER {CLUSTER} VIRTUAL"]
     out += [f"CREATE SOURCE {name} IN CLUSTER {CLUSTER} FROM FILES '{landing}' "
             f"(FORMAT {fmt}, PATTERN '*.{fmt}') ({COLUMNS})" for fmt, name in SOURCES.items()]
     return out
