@@ -226,6 +226,9 @@ def test_every_denial_is_refused_with_42501_over_the_wire(tmp_path: Path) -> Non
         assert [(r["role"], r["code"]) for r in got] == [
             (role, "42501") for role, _ in wire.DENIALS]
         assert [r["ev"] for r in records(j.path)][-1] == "wire_write_done"
+        # The client's sessions never route reads to projections (no Spark in the server).
+        assert clients.get("soak_reader").execute(
+            "SHOW optimize_use_projections").fetchone() == ("off",)
         for c in clients.conns.values():
             c.close()
     finally:
