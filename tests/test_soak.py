@@ -1,6 +1,7 @@
 """The fault-injecting soak (scripts/soak.py, issue 19) for three minutes with a fixed
 seed: writers, a ticker reading AS OF its views' uppers, a compactor and a DDL worker
-(projections and expectations included) on one home, kill -9 at random, every invariant
+(projections and expectations included), `mzflow serve` with a client as three roles, and
+a landing folder with corrupt files on one home, kill -9 at random, every invariant
 checked against DuckDB. It asserts the work done (kills, ticks, writes, checks), not how
 long anything took."""
 
@@ -46,3 +47,12 @@ def test_soak_with_a_fixed_seed(tmp_path: Path) -> None:
     assert summary.get("query checks", 0) >= 1
     assert summary.get("writes replayed with expectations", 0) >= 1
     assert summary.get("quarantine checks", 0) >= 1
+    # Over the wire and from a landing folder (issue 39): reads through `mzflow serve`
+    # checked against DuckDB, denied attempts refused with 42501, the writer role's
+    # writes committed, good files loaded and bad ones recorded failed.
+    assert summary.get("wire read checks", 0) >= 1
+    assert summary.get("denial checks", 0) >= 1
+    assert summary.get("privilege checks", 0) >= 3
+    assert summary.get("wire writes committed", 0) >= 1
+    assert summary.get("landing files loaded", 0) >= 1
+    assert summary.get("landing files failed", 0) >= 1

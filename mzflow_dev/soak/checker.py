@@ -231,6 +231,7 @@ class Checker:
     def run(self, final: bool = False) -> None:
         import mzflow
         from mzflow.storage import paths
+        from mzflow_dev.soak import wire_check
 
         conn = mzflow.connect(str(self.home))
         try:
@@ -248,6 +249,7 @@ class Checker:
             probes += self._subscribe_probes()
             probes += self._sink_probes()
             probes += self._query_probes()
+            probes += wire_check.read_probes(self)  # reads through `mzflow serve`
             probes += self._quarantine_probe(snap, warehouse)
             # A replayed sub-history (replay.py) may lack a table: nothing to check.
             tables = {t: snap.find(t) for t in ops.TABLES if snap.find(t) is not None}
@@ -268,6 +270,7 @@ class Checker:
             self.events = events
             probes += self._table_probes(tables, logs, warehouse)
             self._replay(events, probes, self.views())
+            wire_check.check(self, conn)  # denials, the wire's writes, the landing folder
         finally:
             conn.close()
         self.counts["check passes"] += 1

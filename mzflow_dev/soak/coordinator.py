@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mzflow_dev.soak import ops
+from mzflow_dev.soak import ops, wire
 from mzflow_dev.soak.checker import Checker
 from mzflow_dev.soak.journal import Journal, records
 
@@ -115,6 +115,11 @@ class Soak:
                                                                 spark=i == 0)))
         for role in ("ticker", "compactor", "ddl"):
             self.procs.append(Proc(role, role, self._args(role, role)))
+        # `mzflow serve`, a client through it as three roles, a landing folder (wire.py,
+        # landing.py): killed and restarted like the rest.
+        port = wire.free_port()
+        for role in ("server", "pgclient", "landing"):
+            self.procs.append(Proc(role, role, self._args(role, role, port=port)))
         for p in self.procs:
             self._start(p)
         rng = random.Random(f"{o.seed}/kills")
@@ -252,6 +257,9 @@ class Soak:
 
     def _finish(self) -> None:
         self.stop.write_text("stop")
+        for p in self.procs:  # the server watches no stop file: SIGTERM stops it cleanly
+            if p.role == "server" and p.popen is not None and p.popen.poll() is None:
+                p.popen.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 120
         for p in self.procs:
             assert p.popen is not None

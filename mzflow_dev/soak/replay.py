@@ -60,7 +60,7 @@ def replay(history: list[Op], workdir: Path, deadline: float | None = None) -> O
 
     began = time.monotonic()
     home, journals = workdir / "home", workdir / "journals"
-    for d in (journals, workdir / "copy", workdir / "sinks"):
+    for d in (journals, workdir / "copy", workdir / "sinks", workdir / "landing"):
         d.mkdir(parents=True, exist_ok=True)
     logs: dict[str, _Log] = {}
 

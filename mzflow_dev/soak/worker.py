@@ -51,7 +51,10 @@ def _error(j: Journal, op: str, exc: BaseException, **kw: Any) -> None:
 
 
 def setup(args: dict[str, Any], conn: Any, j: Journal) -> None:
-    for sql in ops.setup_sql(args["retain"], str(Path(args["home"]).parent / "sinks")):
+    from mzflow_dev.soak import landing, wire
+
+    for sql in (ops.setup_sql(args["retain"], str(Path(args["home"]).parent / "sinks"))
+                + wire.setup_sql() + landing.setup_sql(landing.folder(args["home"]))):
         conn.execute(sql)
         j.write(ev="done", op="setup", sql=sql)
 
@@ -297,10 +300,11 @@ def main() -> None:
     args = json.loads(Path(sys.argv[1]).read_text())
     j = Journal(Path(args["journal"]))
     import mzflow
+    from mzflow_dev.soak import landing, wire  # their roles: the server, its client, files
 
     conn = mzflow.connect(args["home"])
     j.write(ev="up", role=args["role"])
-    ROLES[args["role"]](args, conn, j)
+    {**ROLES, **wire.ROLES, **landing.ROLES}[args["role"]](args, conn, j)
     j.write(ev="exit")
 
 
