@@ -1,6 +1,7 @@
 import json
 import os
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +14,9 @@ from mzflow_dev import pg_server
 # Ticks run on the process's own Spark in tests: a warm server per cluster would start a
 # JVM per test home. tests/test_cluster_servers.py turns the managed servers on.
 os.environ.setdefault("MZFLOW_CLUSTER_SPARK", "in-process")
+# The warm servers tests start count against a budget of their own, not against the
+# user's real warm processes (clusters/budget.py), nor do they take the user's room.
+os.environ.setdefault("MZFLOW_WARM_REGISTRY", tempfile.mkdtemp(prefix="mzflow-warm-"))
 
 
 @pytest.fixture(scope="session")

@@ -123,6 +123,8 @@ def run(where: Path) -> int:
         except subprocess.TimeoutExpired:
             jvm.kill()
             jvm.wait()
+    if spec.get("registry"):  # its memory is free for another cluster (budget.py)
+        (Path(spec["registry"]) / f"{os.getpid()}.json").unlink(missing_ok=True)
     print(f"mzflow: cluster {spec['cluster']} server stopped: {reason}", flush=True)
     return 0
 
