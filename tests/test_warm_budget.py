@@ -225,3 +225,88 @@ def test_cluster_status_shows_each_process_memory_idle_time_and_the_budget(
     assert cells[6] == "2.0GB"
     assert re.fullmatch(r"2 min 3\d s", cells[7]), cells
     assert "gone" not in out
+
+
+def _newest_tick_ran_on(home: Path, view: str) -> str:
+    from mzflow.maintain.ticks import SPARK_KEY, index_shard
+
+    with mzflow.connect(str(home)) as conn:
+        snap = conn.store.snapshot()
+        item = snap.find(view)
+        assert item is not None
+        index = next(i for i in snap.indexes_on(item.id) if i.is_default_index)
+        return str(index_shard(conn.config.warehouse, index).ticks(1)[0][SPARK_KEY])
+
+
+def _view_and_recompute(home: Path) -> tuple[list[tuple[object, ...]], list[tuple[object, ...]]]:
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("SET cluster = etl")
+        kept = conn.execute("SELECT k, s FROM m ORDER BY k").rows
+        conn.execute("SET cluster = default")  # no index there: computed from t
+        again = conn.execute("SELECT k, sum(v) AS s FROM t GROUP BY k ORDER BY k").rows
+    return kept, again
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_two_homes_under_a_tiny_budget_the_second_ticks_on_the_shared_spark(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real managed servers: home a's cluster takes the budget (one xsmall cluster
+    declares 2.4 GB of 3 GB); home b's ticks in this process with the notice, and still
+    right; once a's server stops, b's next tick starts its own."""
+    registry = tmp_path / "warm"
+    monkeypatch.setenv("MZFLOW_CLUSTER_SPARK", "managed")
+    monkeypatch.setenv("MZFLOW_WARM_REGISTRY", str(registry))
+    monkeypatch.delenv("MZFLOW_WARM_MEMORY_BUDGET", raising=False)
+    homes = [tmp_path / "a", tmp_path / "b"]
+    for n, home in enumerate(homes):
+        with mzflow.connect(str(home)) as conn:
+            conn.execute("ALTER SYSTEM SET warm_memory_budget = '3GB'")
+            conn.execute("CREATE CLUSTER etl (SIZE = 'xsmall')")
+            conn.execute("CREATE TABLE t (k int, v int)")
+            conn.execute("CREATE MATERIALIZED VIEW m IN CLUSTER etl AS "
+                         "SELECT k, sum(v) AS s FROM t GROUP BY k")
+            conn.execute(f"INSERT INTO t VALUES (1, {n + 2}), (1, 3), (2, 5)")
+    try:
+        reports = {}
+        for home in homes:
+            with mzflow.connect(str(home)) as conn:
+                reports[home] = conn.tick(cluster="etl")
+        a, b = homes
+        assert [r.notice for r in reports[a]] == [None]
+        assert [e.home for e in budget.live(registry)] == [str(a)]
+        url = json.loads((a / "clusters" / "2" / "server.json").read_text())["url"]
+        assert _newest_tick_ran_on(a, "m") == url
+        (notice,) = [r.notice for r in reports[b]]
+        assert notice is not None and notice.startswith(
+            'cluster "etl" ticks on the shared Spark: its warm processes (2.4GB')
+        assert f"warm_memory_budget of 3.0GB (ALTER SYSTEM SET), 2.4GB of which 1 warm " \
+               f"cluster declares: etl in {a} (2.4GB)" in notice
+        assert "NOTICE: " + notice in reports[b][0].line()
+        assert not (b / "clusters" / "2" / "spec.json").exists()  # nothing started
+        assert _newest_tick_ran_on(b, "m") == "in-process"
+        # Writes and deletes, ticked again where each runs: both equal a recompute.
+        for home in homes:
+            with mzflow.connect(str(home)) as conn:
+                conn.execute("INSERT INTO t VALUES (3, 7), (2, 1)")
+                conn.execute("DELETE FROM t WHERE k = 1 AND v = 3")
+                again = conn.tick(cluster="etl")
+            assert [r.notice is None for r in again] == [home == a]
+        for home in homes:
+            kept, recomputed = _view_and_recompute(home)
+            assert kept == recomputed and len(kept) == 3, (home, kept, recomputed)
+        # a's server stops: its room is free, and b's next tick starts its own server.
+        with mzflow.connect(str(a)) as conn:
+            conn.execute("DROP CLUSTER etl CASCADE")
+        assert budget.live(registry) == []
+        with mzflow.connect(str(b)) as conn:
+            conn.execute("INSERT INTO t VALUES (4, 4)")
+            assert [r.notice for r in conn.tick(cluster="etl")] == [None]
+        assert [e.home for e in budget.live(registry)] == [str(b)]
+        assert _newest_tick_ran_on(b, "m").startswith("sc://127.0.0.1:")
+        kept, recomputed = _view_and_recompute(b)
+        assert kept == recomputed and len(kept) == 4
+    finally:
+        for home in homes:  # no server outlives its test
+            with mzflow.connect(str(home)) as conn:
+                conn.execute("DROP CLUSTER IF EXISTS etl CASCADE")
