@@ -266,7 +266,7 @@ def test_two_homes_under_a_tiny_budget_the_second_ticks_on_the_shared_spark(
             conn.execute("CREATE TABLE t (k int, v int)")
             conn.execute("CREATE MATERIALIZED VIEW m IN CLUSTER etl AS "
                          "SELECT k, sum(v) AS s FROM t GROUP BY k")
-            conn.execute(f"INSERT INTO t VALUES (1, {n + 2}), (1, 3), (2, 5)")
+            conn.execute(f"INSERT INTO t VALUES (1, {n + 10}), (1, 3), (2, 5)")
     try:
         reports = {}
         for home in homes:
