@@ -43,7 +43,8 @@ LOCK = "lock"
 # (spark.driver.memoryOverhead); the JVM's metaspace, threads and direct buffers.
 JVM_OVERHEAD_SHARE, JVM_OVERHEAD_MIN = 0.10, 384 << 20
 # A tick service with mzflow's runtime imported (pyarrow, pandas, sqlglot, SQLAlchemy,
-# pyspark's Connect client) and its supervisor, before any hot arrangement.
+# pyspark's Connect client) and its supervisor, before any hot arrangement: measured at
+# 150-300 MB and 15 MB resident (scripts/warm_memory.py, the soaks' services).
 SERVICE_BASE = 512 << 20
 
 
