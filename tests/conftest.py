@@ -1,5 +1,7 @@
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from collections import Counter
@@ -16,7 +18,9 @@ from mzflow_dev import pg_server
 os.environ.setdefault("MZFLOW_CLUSTER_SPARK", "in-process")
 # The warm servers tests start count against a budget of their own, not against the
 # user's real warm processes (clusters/budget.py), nor do they take the user's room.
-os.environ.setdefault("MZFLOW_WARM_REGISTRY", tempfile.mkdtemp(prefix="mzflow-warm-"))
+if "MZFLOW_WARM_REGISTRY" not in os.environ:
+    os.environ["MZFLOW_WARM_REGISTRY"] = tempfile.mkdtemp(prefix="mzflow-warm-")
+    atexit.register(shutil.rmtree, os.environ["MZFLOW_WARM_REGISTRY"], True)
 
 
 @pytest.fixture(scope="session")
