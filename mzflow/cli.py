@@ -153,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     c_start.add_argument("--port", type=int, help="listen on this port (default: a free one)")
     c_sub.add_parser("stop", help="stop the cluster's server").add_argument(
         "name", help="the cluster")
-    c_sub.add_parser("status", help="every cluster's Spark: endpoint, state, last use")
+    c_sub.add_parser("status", help="every cluster's Spark: endpoint, state, last use; "
+                     "the machine's warm processes: memory, idle time, the budget")
     serve = sub.add_parser(
         "serve", help="serve the home over PostgreSQL's wire protocol (psql, drivers, dbt)",
         description=textwrap.fill(
@@ -262,7 +263,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "quality":
             return _quality_docs(conn)
         if args.command == "cluster":
-            return _cluster(conn, args)
+            from mzflow.shell import cluster_command
+
+            return cluster_command.run(conn, args)
         if getattr(args, "idempotency_key", None) is not None:
             if args.sql is None:
                 print("ERROR: --idempotency-key needs -c with one write statement",
@@ -376,53 +379,6 @@ def _tick_on_service(args: argparse.Namespace) -> int | None:
     if not reports:
         print("nothing to tick: no maintained indexes", file=sys.stderr)
     return 1 if any(r["error"] for r in reports) else 0
-
-
-def _cluster(conn: object, args: argparse.Namespace) -> int:
-    import datetime as dt
-
-    import mzflow
-    from mzflow.clusters import servers, tick_service
-    from mzflow.shell.status import Status
-
-    assert isinstance(conn, mzflow.Connection)
-    cfg, snap = conn.config, conn.store.snapshot()
-    try:
-        if args.cluster_command == "status":
-            def when(ms: int | None) -> str:
-                return "" if ms is None else dt.datetime.fromtimestamp(
-                    ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-            rows = [(c.name, endpoint or "", state, when(started), when(used))
-                    for c in snap.clusters
-                    for endpoint, state, started, used in [servers.status(cfg.home, c)]]
-            print(format_table(["cluster", "endpoint", "state", "started", "last used"], rows))
-            return 0
-        found = snap.cluster_by_name(args.name)
-        if args.cluster_command == "stop":
-            stopped = servers.stop(cfg.home, found)
-            print(f"cluster {found.name}: " + ("server stopped" if stopped else
-                                                "no server was running"))
-            return 0
-        if found.virtual or found.spark:
-            print(f"cluster {found.name} has no managed server: "
-                  + ("it is VIRTUAL (in-process Spark)" if found.virtual else
-                     f"it uses {found.spark}"), file=sys.stderr)
-            return 1
-        with Status().running(f"starting cluster {found.name}'s Spark Connect server"):
-            endpoint = servers.ensure(cfg.home, found, cfg.cluster_idle_seconds,
-                                      port=args.port, catalog_url=cfg.catalog_url)
-        print(f"cluster {found.name}: serving at {endpoint.url}")
-        with Status().running(f"warming cluster {found.name}'s tick service"):
-            ticks = tick_service.wait_for(servers.folder(cfg.home, found))
-        print(f"cluster {found.name}: " + (
-            f"ticks served by process {ticks['pid']}" if ticks is not None else
-            "its tick service did not start (ticks run in the calling process; see "
-            f"{servers.folder(cfg.home, found) / 'server.log'})"))
-        return 0
-    except mzflow.Error as e:
-        _print_error(e)
-        return 1
 
 
 def _airflow(conn: object, args: argparse.Namespace) -> int:

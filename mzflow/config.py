@@ -36,6 +36,9 @@ class Config:
     # (clusters/servers.py); "in-process": on the process's Spark.
     cluster_spark: str = "managed"
     cluster_idle_seconds: float = 900.0
+    # Where the machine's warm cluster processes are listed (clusters/budget.py); None:
+    # the default (budget.registry_folder).
+    warm_registry: Path | None = None
     # A read hold (read/holds.py) lapses this long after its holder last renewed it;
     # a live holder renews it every third of that.
     read_hold_lease_seconds: float = 60.0
@@ -63,7 +66,7 @@ class SparkSettings:
 def _read(path: Path) -> dict[str, object]:
     with path.open("rb") as f:
         data = tomllib.load(f)
-    for key in ("home", "airflow_home"):
+    for key in ("home", "airflow_home", "warm_registry"):
         value = data.get(key)
         if isinstance(value, str) and value:
             p = Path(value).expanduser()
@@ -112,9 +115,11 @@ def load(home: str | os.PathLike[str] | None = None, catalog_url: str | None = N
     if cluster_spark not in ("managed", "in-process"):
         raise InvalidOption(f'cluster_spark must be "managed" or "in-process", not '
                             f'"{cluster_spark}"')
+    registry = os.environ.get("MZFLOW_WARM_REGISTRY") or str(data.get("warm_registry") or "")
     return Config(home=resolved_home, catalog_url=url, spark_master=spark.master,
                   airflow_home=Path(airflow).expanduser().resolve() if airflow else None,
                   cluster_spark=cluster_spark,
+                  warm_registry=Path(registry).expanduser().resolve() if registry else None,
                   cluster_idle_seconds=_seconds(data, "cluster_idle_seconds", 900),
                   read_hold_lease_seconds=_seconds(data, "read_hold_lease_seconds", 60),
                   spark_driver_memory=spark.driver_memory)
@@ -267,6 +272,12 @@ class Tuning:
         "Seconds a tick of one index may take, waiting for its lock included: then its "
         "Spark work is cancelled, it fails naming this limit with nothing committed, and "
         "its lock is free for the next tick. 0: no limit.")})
+    warm_memory_budget: str = field(default="auto", metadata={"kind": "bytes", "doc": (
+        "The memory every warm cluster process of this user on the machine may declare "
+        "together (each cluster's Spark server heap and overhead, and its tick service "
+        "with its hot arrangements), across all homes: a cluster whose processes would "
+        "not fit ticks on the shared Spark, with a notice. A size ('8GB', '512MB') or "
+        "'auto': half of the machine's memory.")})
     spark_connect_timeout: int = field(default=30, metadata={"doc": (
         "Seconds a Spark Connect endpoint may take to answer a new session's first "
         "calls, and about how long its client retries an unavailable server, before the "
@@ -280,9 +291,44 @@ class Tuning:
 TUNING_FIELDS = {f.name: f for f in dataclasses.fields(Tuning)}
 
 
+_UNITS = {"b": 1, "kb": 1 << 10, "mb": 1 << 20, "gb": 1 << 30, "tb": 1 << 40}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes from a size as PostgreSQL and Materialize write one ('8GB', '512 MB',
+    '1024'; units of 1024); None if it is not one."""
+    t = text.strip().strip("'").strip().lower().replace("_", "")
+    number = t.rstrip("abcdefghijklmnopqrstuvwxyz ")
+    unit = t[len(number):].strip() or "b"
+    try:
+        value = float(number)
+    except ValueError:
+        return None
+    if unit not in _UNITS or value < 0:
+        return None
+    return int(value * _UNITS[unit])
+
+
+def format_size(n: int) -> str:
+    """``n`` bytes in the largest unit that writes it whole ('8GB'), as SHOW prints it."""
+    for unit in ("TB", "GB", "MB", "kB"):
+        if n and n % _UNITS[unit.lower()] == 0:
+            return f"{n // _UNITS[unit.lower()]}{unit}"
+    return f"{n}B"
+
+
 def tuning_value(name: str, value: str) -> float | int | str:
     """``value`` parsed as the tuning parameter ``name`` takes it; refused clearly."""
     f = TUNING_FIELDS[name]
+    if f.metadata.get("kind") == "bytes":
+        text = value.strip().strip("'").strip()
+        if text.lower() == "auto":
+            return "auto"
+        size = parse_size(text)
+        if size is None:
+            raise InvalidOption(f'invalid value for parameter "{name}": "{value}"',
+                                hint=f"{name} takes a size ('8GB', '512MB') or 'auto'")
+        return format_size(size)
     choices = f.metadata.get("choices")
     if choices is not None:
         text = value.strip().strip("'").lower()

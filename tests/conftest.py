@@ -1,6 +1,9 @@
+import atexit
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,6 +16,11 @@ from mzflow_dev import pg_server
 # Ticks run on the process's own Spark in tests: a warm server per cluster would start a
 # JVM per test home. tests/test_cluster_servers.py turns the managed servers on.
 os.environ.setdefault("MZFLOW_CLUSTER_SPARK", "in-process")
+# The warm servers tests start count against a budget of their own, not against the
+# user's real warm processes (clusters/budget.py), nor do they take the user's room.
+if "MZFLOW_WARM_REGISTRY" not in os.environ:
+    os.environ["MZFLOW_WARM_REGISTRY"] = tempfile.mkdtemp(prefix="mzflow-warm-")
+    atexit.register(shutil.rmtree, os.environ["MZFLOW_WARM_REGISTRY"], True)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ A managed server lives in ``<home>/clusters/<cluster id>/``, run by a small supe
 ``server.json`` once the server answers, and stops it when the cluster has been idle
 for ``cluster_idle_seconds`` (each use touches ``last_used``), when the JVM dies, or on
 SIGTERM (``mzflow cluster stop``, DROP CLUSTER). Starting takes an exclusive file
-lock, so two processes starting the same cluster's server end with one server.
+lock, so two processes starting the same cluster's server end with one server, and
+only if the machine's warm processes fit its memory budget with it (budget.py).
 """
 
 from __future__ import annotations
@@ -32,14 +33,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from mzflow import config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import Cluster, Snapshot
+from mzflow.clusters import budget
 from mzflow.engine import spark
 from mzflow.errors import SparkFailure
 from mzflow.storage.processes import process_alive
@@ -63,8 +65,11 @@ def folder(home: Path, cluster: Cluster) -> Path:
     return home / "clusters" / str(cluster.id)
 
 
-def endpoint_for(cfg: config.Config, cluster: Cluster | None) -> Endpoint | None:
-    """Where ``cluster``'s ticks run: None for the process's own Spark."""
+def endpoint_for(cfg: config.Config, cluster: Cluster | None,
+                 tuning: config.Tuning | None = None) -> Endpoint | None:
+    """Where ``cluster``'s ticks run: None for the process's own Spark. A managed server
+    that would have to start and does not fit the machine's warm memory budget raises
+    ``budget.OverBudget`` (its notice says why); its ticks then run in process."""
     if cluster is None or cluster.virtual or cfg.spark_master != "local[*]":
         return None
     named = cluster.spark
@@ -73,7 +78,8 @@ def endpoint_for(cfg: config.Config, cluster: Cluster | None) -> Endpoint | None
         return Endpoint(named, None)
     if cfg.cluster_spark != "managed":
         return None
-    return ensure(cfg.home, cluster, cfg.cluster_idle_seconds, catalog_url=cfg.catalog_url)
+    return ensure(cfg.home, cluster, cfg.cluster_idle_seconds, catalog_url=cfg.catalog_url,
+                  admission=budget.Ask(budget.registry_folder(cfg), tuning or config.tuning()))
 
 
 def _host_port(url: str) -> tuple[str, int]:
@@ -173,10 +179,12 @@ def touch(home: Path, cluster: Cluster) -> None:
 
 
 def ensure(home: Path, cluster: Cluster, idle_seconds: float, port: int | None = None,
-           timeout: float = 180.0, catalog_url: str | None = None) -> Endpoint:
+           timeout: float = 180.0, catalog_url: str | None = None,
+           admission: budget.Ask | None = None) -> Endpoint:
     """The cluster's running server, started if there is none (or it died). With
     ``catalog_url``, the server's supervisor also runs the cluster's tick service
-    (tick_service.py) for that catalog."""
+    (tick_service.py) for that catalog. With ``admission``, a server is started only if
+    it fits the machine's warm memory budget (else ``budget.OverBudget``)."""
     where = folder(home, cluster)
     with _locked(where):
         record = read_server(home, cluster)
@@ -184,7 +192,8 @@ def ensure(home: Path, cluster: Cluster, idle_seconds: float, port: int | None =
             record = _start(where, cluster, idle_seconds, port, timeout,
                             None if catalog_url is None else
                             {"home": str(home), "catalog_url": catalog_url,
-                             "cluster": cluster.name, "cluster_id": cluster.id})
+                             "cluster": cluster.name, "cluster_id": cluster.id},
+                            admission, home)
         touch(home, cluster)
     return Endpoint(str(record["url"]), int(str(record["started_at"])))
 
@@ -216,7 +225,9 @@ def command(cluster: Cluster, port: int) -> list[str]:
 
 
 def _start(where: Path, cluster: Cluster, idle_seconds: float, port: int | None,
-           timeout: float, ticks: dict[str, object] | None = None) -> dict[str, object]:
+           timeout: float, ticks: dict[str, object] | None = None,
+           admission: budget.Ask | None = None, home: Path | None = None
+           ) -> dict[str, object]:
     port = port or _free_port()
     url = f"sc://127.0.0.1:{port}"
     if _answers(url, 0.5):
@@ -227,14 +238,21 @@ def _start(where: Path, cluster: Cluster, idle_seconds: float, port: int | None,
     (where / LAST_USED).touch()
     log = where / LOG
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    spec = {"cluster": cluster.name, "url": url, "port": port, "idle_seconds": idle_seconds,
-            "command": command(cluster, port), "ticks": ticks}
-    (where / "spec.json").write_text(json.dumps(spec))
-    with open(log, "wb") as out:
+    spec: dict[str, object] = {
+        "cluster": cluster.name, "url": url, "port": port, "idle_seconds": idle_seconds,
+        "command": command(cluster, port), "ticks": ticks}
+    admitted: AbstractContextManager[Callable[[int], Path] | None] = nullcontext()
+    if admission is not None:  # the supervisor removes its entry when it stops
+        admitted = budget.admit(admission, home or where.parents[1], cluster)
+        spec["registry"] = str(admission.registry)
+    with admitted as register, open(log, "wb") as out:
+        (where / "spec.json").write_text(json.dumps(spec))
         supervisor = subprocess.Popen(
             [sys.executable, "-m", "mzflow.clusters.supervisor", str(where)],
             env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             start_new_session=True)  # outlives this process, and its Ctrl-C
+        if register is not None:
+            register(supervisor.pid)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = None

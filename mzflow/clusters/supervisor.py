@@ -149,6 +149,8 @@ def _supervise(where: Path, spec: dict[str, Any], jvm: subprocess.Popen[bytes],
         except subprocess.TimeoutExpired:
             jvm.kill()
             jvm.wait()
+    if spec.get("registry"):  # its memory is free for another cluster (budget.py)
+        (Path(spec["registry"]) / f"{os.getpid()}.json").unlink(missing_ok=True)
     print(f"mzflow: cluster {spec['cluster']} server stopped: {reason}", flush=True)
     return 0
 

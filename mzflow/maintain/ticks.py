@@ -78,6 +78,9 @@ class TickReport:
     seconds: float
     spark_jobs: int | None = None  # Spark jobs the tick ran (None: not countable)
     executor: str | None = None  # where an incremental tick ran, and why
+    # Why it did not run where it would have (its cluster's warm processes did not fit
+    # the machine's memory budget: clusters/budget.py).
+    notice: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The fields and the line: what a tick service sends its caller."""
@@ -90,7 +93,7 @@ class TickReport:
         return (f"{self.index}: upper {self.upper_before} -> {self.upper_after}, version "
                 f"{self.version_before} -> {self.version_after}, read {self.rows_read} rows in "
                 f"{self.files_read} files{jobs}, {state}, {self.strategy}{ran}, "
-                f"{self.seconds:.2f} s")
+                f"{self.seconds:.2f} s" + (f"\nNOTICE: {self.notice}" if self.notice else ""))
 
 
 SPARK_KEY = "mzflow.spark"  # where the tick ran (clusters/servers.py)

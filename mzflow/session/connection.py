@@ -8,9 +8,9 @@ writes writes.py's; this module is the API and the table of statements.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -29,7 +29,7 @@ from mzflow.catalog.store import Store, now_ms
 from mzflow.clusters import servers as cluster_servers
 from mzflow.engine import spark as spark_runtime
 from mzflow.engine.spark import configure as configure_spark
-from mzflow.errors import Error, LoginRefused, OutOfMemory, ParseError, SparkFailure, Unsupported
+from mzflow.errors import Error, LoginRefused, ParseError, Unsupported
 from mzflow.incremental.plan import require_incremental
 from mzflow.maintain import arrangements, freshness, ticks
 from mzflow.maintain import compaction as maintenance
@@ -45,6 +45,7 @@ from mzflow.session import show as show_mod
 from mzflow.session import sources as source_feed
 from mzflow.session import subscribe as subscribe_mod
 from mzflow.session import writes as tables
+from mzflow.session.cluster_spark import cluster_spark
 from mzflow.session.result import Result, value_types
 from mzflow.session.select import Selects, advance_to, replace_functions, server
 from mzflow.session.transactions import Transactions
@@ -195,8 +196,10 @@ class Connection:
             snap = advance_to(self.store, at)
         reports = []
         for index in ticks.indexes_to_tick(snap, cluster, object):
-            with self._cluster_spark(snap, index):
-                reports.append(self._catch_up(snap, index, at, full_refresh=full_refresh))
+            with cluster_spark(self.config, snap, index) as notices:
+                report = self._catch_up(snap, index, at, full_refresh=full_refresh)
+            reports.append(dataclasses.replace(report, notice=notices[0]) if notices
+                           else report)
         return reports
 
     def feed_sources(self, cluster: str | None = None, at: int | None = None) -> None:
@@ -215,48 +218,6 @@ class Connection:
 
     def _still_named(self, index: Item) -> bool:
         return any(i.id == index.id for i in self.store.snapshot().items)
-
-    @contextmanager
-    def _cluster_spark(self, snap: Snapshot, index: Item) -> Iterator[None]:
-        """The index's cluster's warm Spark, if it has one (clusters/servers.py).
-        A read's catch-up tick stays on the session's Spark, which the read needs anyway."""
-        from mzflow.engine import spark
-
-        found = snap.cluster(index.cluster_id) if index.cluster_id is not None else None
-        spark.set_connect_timeout(config.tuning(snap.settings).spark_connect_timeout)
-        endpoint = cluster_servers.endpoint_for(self.config, found)
-        if found is None:
-            yield
-            return
-        memory = spark.memory_of(cluster_servers.memory(found, endpoint))
-        if endpoint is None:
-            with memory:
-                yield
-            return
-        log.info("tick %s on cluster %s's Spark at %s", index.qualified_name, found.name,
-                 endpoint.url)
-        started = int(time.time() * 1000)
-        with memory, spark.using(endpoint.url, endpoint.started_at):
-            try:
-                yield
-            except SparkFailure as e:
-                if isinstance(e, OutOfMemory) or found.spark:
-                    raise
-                # A managed server that died under the tick: Spark stops its JVM after
-                # an OutOfMemoryError (exit code 52), and the client saw only a lost
-                # connection.
-                code = cluster_servers.died_since(self.config.home, found, started)
-                if code == spark.OOM_EXIT_CODE:
-                    raise spark.out_of_memory(" (its server stopped; the next tick starts "
-                                              "a new one)") from None
-                if code is not None:
-                    raise SparkFailure(
-                        f'cluster "{found.name}": its Spark server died (exit code {code}) '
-                        "during the tick", detail=str(e),
-                        hint="the next tick starts a new one; its log is "
-                             f"{cluster_servers.folder(self.config.home, found) / 'server.log'}"
-                    ) from None
-                raise
 
     def _record_results(self, rows: list[dict[str, Any]], runs: list[dict[str, Any]]
                         ) -> None:

@@ -200,7 +200,12 @@ VARIABLES.update({
 
 def _tuning_variable(name: str) -> Variable:
     def current(snap: Snapshot) -> str:
-        return str(getattr(config.tuning(snap.settings), name))
+        tuning = config.tuning(snap.settings)
+        if name == "warm_memory_budget":  # 'auto' shows what it is on this machine
+            from mzflow.clusters import budget
+
+            return budget.describe_budget(tuning)
+        return str(getattr(tuning, name))
 
     def check(value: str) -> None:
         config.tuning_value(name, value)
