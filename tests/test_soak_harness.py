@@ -63,6 +63,6 @@ def test_an_error_in_the_coordinators_loop_kills_every_worker(
     monkeypatch.setattr(Soak, "_loop", broken_loop)
     with pytest.raises(RuntimeError, match="injected"):
         soak.run()
-    assert len(started) == 4  # a writer, the ticker, the compactor, the DDL worker
+    assert len(started) == 5  # a writer, the ticker, the compactor, the DDL and swaps workers
     assert all(p.poll() is not None for p in started), [p.pid for p in started]
     assert coordinator.signal.SIGKILL in {-p.returncode for p in started}
