@@ -81,13 +81,14 @@ def test_the_oracle_follows_the_views_generations(tmp_path: Path) -> None:
     journals = _journal(tmp_path, [
         {"ev": "start", "gen": 2, "sql": "…"},
         # t1 at 15: (1, k=1, v=5), (2, k=1, v=7); at 25 also (3, k=2, v=1)
-        {"ev": "read", "started": 1.0, "at": 20, "columns": ["gen", "k", "n", "sv"],
+        {"ev": "swap_read", "started": 1.0, "at": 20, "columns": ["gen", "k", "n", "sv"],
          "rows": [[0, 1, 2, 12]]},
-        {"ev": "read", "started": 2.0, "at": 30, "columns": ["gen", "k", "n", "sv"],
+        {"ev": "swap_read", "started": 2.0, "at": 30, "columns": ["gen", "k", "n", "sv"],
          "rows": [[2, 1, 2, 7], [2, 2, 1, 1]]},  # gen 2 = VARIANTS[2]: over t2 …
-        {"ev": "read", "started": 3.0, "at": 30, "columns": ["gen", "k", "n", "sv"],
+        {"ev": "swap_read", "started": 3.0, "at": 30, "columns": ["gen", "k", "n", "sv"],
          "rows": [[0, 1, 2, 12], [2, 2, 1, 1]]},
-        {"ev": "read_error", "started": 4.0, "type": "SparkFailure", "msg": "boom"},
+        {"ev": "error", "op": "swap read", "started": 4.0, "type": "SparkFailure",
+         "msg": "boom", "clean": True},
         {"ev": "done", "gen": 2, "live_gen": 0},
     ])
     checker = Checker(tmp_path / "home", journals)
@@ -110,7 +111,7 @@ def test_the_oracle_follows_the_views_generations(tmp_path: Path) -> None:
     # The same error during a disk-full fault on the worker: excused, counted.
     excused = Checker(tmp_path / "home", journals)
     rec = next(json.loads(line) for line in (journals / swaps.JOURNAL).read_text()
-               .splitlines() if '"read_error"' in line)
+               .splitlines() if '"swap read"' in line)
     swaps.read_probes(journals, {}, excused.fail, excused.counts,
                       [(rec["t"] - 2, rec["t"] + 1)])
     assert excused.counts["swap reads failed under a disk-full fault"] == 1

@@ -113,9 +113,9 @@ def worker(args: dict[str, Any], conn: Any, j: Journal) -> None:
             resume = state is not None and state.step != "done" and last_text is not None
             if not resume:
                 # The first apply once the tables have rows; then now and then.
-                time.sleep(pace.uniform(15, 30) if first else pace.uniform(
-                    args.get("swap_pause", 30) / 2, args.get("swap_pause", 30)))
-                if os.path.exists(args["stop"]):
+                pause = args.get("swap_pause", 40.0)
+                if _sleep(args, pace.uniform(15, 30) if first else
+                          pace.uniform(pause / 2, pause)):
                     break
                 gen += 1
                 last_text = desired_sql(conn.store.snapshot(), gen)
@@ -128,13 +128,14 @@ def worker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 code = apply.run(conn, last_text, None, "soak", out, blue_green=not resume,
                                  resume=resume, lag_ms=120_000, timeout_s=240)
             except Exception as exc:  # noqa: BLE001 - journaled; --resume continues it
-                refused = isinstance(exc, bluegreen.BlueGreenRefused)
-                j.write(ev="refused" if refused else "error", gen=gen, type=type(exc).__name__,
-                        msg=str(exc)[:500], out=out.getvalue()[-2000:])
+                if isinstance(exc, bluegreen.BlueGreenRefused):
+                    j.write(ev="refused", gen=gen, msg=str(exc)[:500])
+                else:
+                    _error(j, "apply", exc, gen=gen, out=out.getvalue()[-2000:])
                 after = bluegreen.load_state(home)
                 if after is None or after.step == "done":
                     last_text = None  # nothing started (refused): the next one is new
-                time.sleep(2)
+                _sleep(args, 2)
                 continue
             state = bluegreen.load_state(home)
             if code == 0 and (state is None or state.step == "done"):
@@ -147,10 +148,35 @@ def worker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 j.write(ev="refused", gen=gen, code=code, out=out.getvalue()[-2000:])
                 if state is None or state.step == "done":
                     last_text = None
-                time.sleep(2)
+                _sleep(args, 2)
     finally:
         stop.set()
         reader.join(timeout=30)
+
+
+def _sleep(args: dict[str, Any], seconds: float) -> bool:
+    """Sleep, waking for the stop file; whether it appeared."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if os.path.exists(args["stop"]):
+            return True
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    return os.path.exists(args["stop"])
+
+
+def _hydrated(conn: Any) -> bool:
+    """Has the live view's index been ticked once? Before, a serializable read
+    recomputes the view on this process's Spark: a JVM here for nothing."""
+    from mzflow.maintain import ticks
+
+    snap = conn.store.snapshot()
+    view = snap.find(VIEW, SCHEMA)
+    index = next((i for i in snap.indexes_on(view.id) if i.is_default_index), None) if (
+        view is not None) else None
+    if index is None:
+        return False
+    shard = ticks.index_shard(conn.config.warehouse, index)
+    return bool(shard.exists() and shard.state().done_through >= 0)
 
 
 def _reader(args: dict[str, Any], j: Journal, stop: threading.Event) -> None:
@@ -162,24 +188,33 @@ def _reader(args: dict[str, Any], j: Journal, stop: threading.Event) -> None:
     try:
         conn.execute(f"SET cluster = {CLUSTER}")
         conn.execute("SET transaction_isolation = 'serializable'")
+        while not stop.is_set() and not _hydrated(conn):
+            stop.wait(2.0)
         while not stop.is_set() and not os.path.exists(args["stop"]):
             started = time.time()
             try:
                 res = conn.execute(f"SELECT * FROM {SCHEMA}.{VIEW}")
             except Exception as exc:  # noqa: BLE001 - every failure is journaled
-                j.write(ev="read_error", started=started, type=type(exc).__name__,
-                        msg=str(exc)[:500])
+                _error(j, "swap read", exc, started=started)
                 stop.wait(1.0)
                 continue
             at = conn.selects.last_at
             if at is None:  # a never-ticked index, read as a recompute in process?
-                j.write(ev="read_untimed", started=started, n=len(res.rows))
+                j.write(ev="swap_read_untimed", started=started, n=len(res.rows))
             else:
-                j.write(ev="read", started=started, at=at, columns=res.columns,
+                j.write(ev="swap_read", started=started, at=at, columns=res.columns,
                         rows=[[_plain(v) for v in row] for row in res.rows])
             stop.wait(1.0)
     finally:
         conn.close()
+
+
+def _error(j: Journal, op: str, exc: BaseException, **kw: Any) -> None:
+    """As the other workers journal an error (clean: one of mzflow's own)."""
+    import mzflow
+
+    j.write(ev="error", op=op, type=type(exc).__name__, msg=str(exc)[:500],
+            clean=isinstance(exc, mzflow.Error), **kw)
 
 
 def _plain(v: Any) -> Any:
@@ -220,15 +255,15 @@ def read_probes(journals: Path, seen: dict[str, int], fail: Any, counts: Counter
             continue
         seen[JOURNAL] = i + 1
         ev = rec.get("ev")
-        if ev == "read_error":
+        if ev == "error" and rec.get("op") == "swap read":
             if any(lo - 1 <= rec["t"] and rec["started"] <= hi + 1 for lo, hi in excused):
                 counts["swap reads failed under a disk-full fault"] += 1
             else:
                 fail(f"a read of {SCHEMA}.{VIEW} failed at {rec['t']:.0f}: {rec['type']}: "
                      f"{rec['msg'][:300]}")
-        elif ev == "read_untimed":
+        elif ev == "swap_read_untimed":
             counts["swap reads not checked (no read time)"] += 1
-        elif ev == "read":
+        elif ev == "swap_read":
             cols = rec["columns"]
             gens = {row[cols.index("gen")] for row in rec["rows"]}
             counts["swap reads"] += 1
@@ -244,8 +279,8 @@ def read_probes(journals: Path, seen: dict[str, int], fail: Any, counts: Counter
             if rec.get("live_gen") != rec["gen"]:
                 fail(f"blue/green apply of generation {rec['gen']} done, but the live "
                      f"view has generation {rec.get('live_gen')}")
-        elif ev in ("refused", "error"):
-            counts[f"blue/green applies {ev}"] += 1
+        elif ev == "refused" or ev == "error" and rec.get("op") == "apply":
+            counts[f"blue/green applies {'refused' if ev == 'refused' else 'failed'}"] += 1
         elif ev == "apply" and rec.get("resume"):
             counts["blue/green applies resumed"] += 1
     return out
