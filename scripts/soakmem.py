@@ -167,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     s = mzflow.connect(str(home))
     into = ""
     if managed:  # a SIZEd cluster: a managed server and a tick service, kept warm
+        import atexit
+
+        atexit.register(warm.stop_all, home)  # else they idle on after an error
         s.execute("CREATE CLUSTER warm SIZE 'small'")
         s.execute("SET cluster = warm")
         into = " IN CLUSTER warm"
@@ -178,11 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         s.execute(f"CREATE MATERIALIZED VIEW v{i}{into} AS {q}")
     s.tick()
     if managed:
-        try:
-            served_by = _wait_for_service(s, home)
-        except BaseException:
-            warm.stop_all(home)
-            raise
+        served_by = _wait_for_service(s, home)
         print(f"cluster warm: ticks served by process {served_by}", flush=True)
     warm_figures: dict[int, dict[str, tuple[int, int]]] = {}
     rng = random.Random(a.seed)
@@ -213,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
                 print("  warm processes: " + ", ".join(
                     f"{name} ({pid}) RSS {kb / 1024:.0f} MB"
                     for name, (pid, kb) in sorted(warm_figures[step].items())), flush=True)
+                for name, (pid, _) in warm_figures[step].items():
+                    heap = warm.jvm_heap_after_gc(pid) if name.startswith(warm.SERVER) else None
+                    if heap is not None:  # why its RSS moved: live data, or heap sizing
+                        print(f"  {name}: heap after GC {heap / 2**20:.1f} MB", flush=True)
     s.close()
     warm.stop_all(home)
     if a.home is None:

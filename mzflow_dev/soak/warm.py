@@ -194,3 +194,20 @@ def grown(baseline: dict[str, tuple[int, int]], final: dict[str, tuple[int, int]
             out.append(f"{name} (process {pid}) grew from {kb / 1024:.0f} MB to "
                        f"{kb1 / 1024:.0f} MB (x{kb1 / kb:.2f} > x{limit})")
     return out
+
+
+def jvm_heap_after_gc(pid: int) -> int | None:
+    """A JVM's heap in use after a full collection, in bytes (``jcmd``: GC.run, then
+    GC.heap_info); None when jcmd is missing or fails."""
+    import re
+    import subprocess
+
+    try:
+        subprocess.run(["jcmd", str(pid), "GC.run"], capture_output=True, check=True,
+                       timeout=120)
+        info = subprocess.run(["jcmd", str(pid), "GC.heap_info"], capture_output=True,
+                              text=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"used (\d+)K", info)
+    return int(m.group(1)) * 1024 if m else None
