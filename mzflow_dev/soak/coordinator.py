@@ -384,6 +384,8 @@ class Soak:
                 elif ev == "query":
                     c["projection-shaped reads"] += 1
                     c["reads routed to a projection"] += 1 if rec.get("routed") else 0
+                elif ev == "warm":  # setup started the clusters' servers (warm.py)
+                    c["seconds to start the clusters' servers"] = rec["seconds"]
                 elif ev == "query_skipped":
                     c["projection-shaped reads not run (not in process)"] += 1
                 elif ev == "rejected":

@@ -211,3 +211,27 @@ def jvm_heap_after_gc(pid: int) -> int | None:
         return None
     m = re.search(r"used (\d+)K", info)
     return int(m.group(1)) * 1024 if m else None
+
+
+def start_all(conn: Any) -> float:
+    """Start every SIZEd cluster's server at once, as ``mzflow cluster start`` would
+    (else the ticker's first round starts them one after the other); the seconds it
+    took. Nothing under the in-process configuration."""
+    import threading
+
+    from mzflow.clusters import servers
+
+    cfg = conn.config
+    if cfg.cluster_spark != "managed":
+        return 0.0
+    began = time.monotonic()
+    wanted = [c for c in conn.store.snapshot().clusters if not c.virtual and not c.spark
+              and c.size]
+    threads = [threading.Thread(target=servers.ensure, args=(
+        cfg.home, c, cfg.cluster_idle_seconds), kwargs={"catalog_url": cfg.catalog_url})
+        for c in wanted]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.monotonic() - began

@@ -55,6 +55,7 @@ def setup(args: dict[str, Any], conn: Any, j: Journal) -> None:
             swaps.setup_sql() if args.get("swaps") else []):
         conn.execute(sql)
         j.write(ev="done", op="setup", sql=sql)
+    j.write(ev="warm", seconds=round(warm.start_all(conn), 1))  # the clusters' servers
 
 
 def writer(args: dict[str, Any], conn: Any, j: Journal) -> None:
