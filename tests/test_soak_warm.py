@@ -10,6 +10,7 @@ import json
 import os
 import random
 import signal
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,27 @@ def test_the_memory_report_per_warm_process() -> None:
     report = warm.memory_report([(w, 3, 2048), (w, 90, 4096), (w, 95, 0)])
     assert report == {"tick service c1 (42)": {"MB": [2, 4], "ticks served": [3, 90],
                                                "samples": 2}}
+
+
+def test_ticks_recover_from_a_warm_kill(tmp_path: Path) -> None:
+    journals = tmp_path / "journals"
+    journals.mkdir()
+    coordinator, ticker = Journal(journals / "coordinator.jsonl"), Journal(
+        journals / "ticker.jsonl")
+    coordinator.write(ev="kill", name="tick service c1", pid=1, t=100.0)
+    coordinator.write(ev="kill", name="cluster Spark server c2", pid=2, t=110.0)
+    coordinator.write(ev="kill", name="cluster Spark server c3_mzflow_deploy", pid=3,
+                      t=112.0)
+    coordinator.write(ev="kill", name="w1", t=120.0)  # a worker: not a warm kill
+    ticker.write(ev="tick", cluster="c1", t=105.0, served=False, error=None)
+    ticker.write(ev="tick", cluster="c2", t=111.0, served=True, error="boom")  # failed
+    ticker.write(ev="tick", cluster="c1", t=400.0, served=True, error=None)
+    violations: list[str] = []
+    counts: Counter = Counter()
+    warm.check_recovery(journals, violations.append, counts)
+    assert violations == ["no tick of cluster c2 succeeded after the kill of its cluster "
+                          "Spark server at 110"]
+    assert counts["warm kills recovered from (a later tick succeeded)"] == 1
+    assert counts["warm kills after which the tick service served again"] == 1
+    assert counts["warm kills with no later tick of that cluster (near the end, or "
+                  "swapped)"] == 1

@@ -279,6 +279,7 @@ class Soak:
             except subprocess.TimeoutExpired:
                 self._kill(p)
         self._check(final=True)
+        warm.check_recovery(self.journals, self.checker.fail, self.checker.counts)
         try:
             self._storage_bounded()
         finally:

@@ -235,3 +235,30 @@ def start_all(conn: Any) -> float:
     for t in threads:
         t.join()
     return time.monotonic() - began
+
+
+def check_recovery(journals: Path, fail: Any, counts: Any, grace: float = 120.0) -> None:
+    """Ticks recover from a warm kill: after each, a tick of that cluster succeeded
+    later (served or not). A kill within ``grace`` seconds of the last tick is only
+    counted when nothing followed it (the soak may have ended first), and so is one of
+    a cluster blue/green swaps rename and drop (its server's record keeps the name it
+    started under)."""
+    from mzflow_dev.soak import ops
+    from mzflow_dev.soak.journal import records
+
+    ticks = [(r["t"], r.get("cluster"), r.get("served")) for r in records(
+        journals / "ticker.jsonl") if r.get("ev") == "tick" and not r.get("error")]
+    last = max((t for t, _, _ in ticks), default=0.0)
+    for r in records(journals / "coordinator.jsonl"):
+        if r.get("ev") != "kill" or not str(r.get("name", "")).startswith((SERVER, SERVICE)):
+            continue
+        cluster = str(r["name"]).rsplit(" ", 1)[1]
+        after = [s for t, c, s in ticks if c == cluster and t > r["t"]]
+        if after:
+            counts["warm kills recovered from (a later tick succeeded)"] += 1
+            counts["warm kills after which the tick service served again"] += any(after)
+        elif r["t"] < last - grace and cluster in ops.CLUSTERS:
+            fail(f"no tick of cluster {cluster} succeeded after the kill of its "
+                 f"{str(r['name']).rsplit(' ', 1)[0]} at {r['t']:.0f}")
+        else:
+            counts["warm kills with no later tick of that cluster (near the end, or swapped)"] += 1

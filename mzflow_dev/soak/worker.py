@@ -147,7 +147,7 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 for rep in warm.tick(conn, view, cluster):
                     j.write(ev="tick", n=1, view=view, mode=rep.strategy, error=rep.error,
                             secs=round(rep.seconds, 2), upper=rep.upper_after,
-                            served=rep.served)
+                            served=rep.served, cluster=cluster)
             except Exception as exc:
                 _error(j, "tick", exc, view=view)
         for _ in range(r.randint(0, 3)):
