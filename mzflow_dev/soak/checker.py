@@ -250,7 +250,7 @@ class Checker:
             probes += self._sink_probes()
             probes += self._query_probes()
             probes += swaps.read_probes(self.journals, self._reads_seen, self.fail,
-                                        self.counts, swaps.disk_full_windows(self.journals))
+                                        self.counts)
             probes += self._quarantine_probe(snap, warehouse)
             # A replayed sub-history (replay.py) may lack a table: nothing to check.
             tables = {t: snap.find(t) for t in ops.TABLES if snap.find(t) is not None}
