@@ -142,3 +142,37 @@ def test_ask_sends_the_name_it_asked_for(tmp_path: Path, monkeypatch: Any) -> No
                         lambda record, request: sent.append(request) or {"reports": []})
     assert tick_service.ask(str(tmp_path), None, "etl", {"op": "tick"}) == {"reports": []}
     assert sent == [{"op": "tick", "cluster": "etl"}]
+
+
+def test_the_service_and_the_cli_tick_an_index_outside_public_by_a_name_that_resolves(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """An index in another schema was ticked by its bare name, which resolves only in
+    public: every tick of it through a tick service (and ``mzflow tick --cluster``)
+    failed with "unknown catalog item". Found by the soak's blue/green view (issue 39
+    item 7), which lives in schema bg."""
+    import mzflow
+    from mzflow import cli
+    from mzflow.catalog import names
+    from mzflow.session import tick_server
+
+    conn = mzflow.connect(str(tmp_path / "home"))
+    try:
+        conn.execute("CREATE TABLE t (k int)")
+        conn.execute("CREATE SCHEMA bg")
+        conn.execute("CREATE CLUSTER c3 SIZE 'small'")
+        conn.execute("CREATE MATERIALIZED VIEW bg.mv IN CLUSTER c3 AS SELECT k FROM t")
+        snap = conn.store.snapshot()
+        index = next(i for i in snap.items if i.kind == "index")
+        asked: list[str] = []
+        monkeypatch.setattr(conn, "tick", lambda object, **kw: asked.append(object) or [])
+        c3 = snap.cluster_by_name("c3").id
+        for request in ({"op": "tick", "object": None, "at": None},
+                        {"op": "tick", "object": "bg.mv", "at": None,
+                         "view_means_default_index": True}):
+            answer = tick_server.handle(conn, c3, request)
+            assert "error" not in answer, answer
+        assert cli._tick(conn, "c3", None, None) in (0, 1)  # no reports: nothing printed
+        assert len(asked) == 3
+        assert all(names.resolve(snap, name).id == index.id for name in asked), asked
+    finally:
+        conn.close()

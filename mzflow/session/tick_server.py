@@ -118,7 +118,7 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any],
     records or reads that time. Errors come back as data. A request naming a
     ``"cluster"`` that is no longer this one's name (ALTER CLUSTER … SWAP WITH) is not
     this service's; ``renamed`` learns the cluster's name now."""
-    from mzflow.catalog import runs
+    from mzflow.catalog import names, runs
     from mzflow.catalog.store import now_ms
     from mzflow.errors import Error
     from mzflow.maintain import ticks
@@ -156,7 +156,9 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any],
                 conn.feed_sources(mine.name)
             at = conn.store.snapshot().read_ts
         for index in indexes:
-            for report in conn.tick(object=index.name, at=at,
+            # By a name that resolves whatever the search path: outside public, bare
+            # names are unknown (every tick of such an index failed here).
+            for report in conn.tick(object=names.short(index), at=at,
                                     full_refresh=bool(request.get("full_refresh"))):
                 log.info("ticked %s", report.line())
                 reports.append(report.as_dict())
