@@ -108,7 +108,7 @@ def stop_all(home: Path, wait: float = 60.0) -> int:
             groups.append(pid)
         except ProcessLookupError:
             continue
-    deadline = time.monotonic() + wait
+    stopped, deadline = len(groups), time.monotonic() + wait
     while groups and time.monotonic() < deadline:
         groups = [g for g in groups if _group_alive(g)]
         time.sleep(0.2)
@@ -117,7 +117,7 @@ def stop_all(home: Path, wait: float = 60.0) -> int:
             os.killpg(g, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return len(groups)
+    return stopped
 
 
 def _group_alive(pgid: int) -> bool:
