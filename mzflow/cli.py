@@ -330,6 +330,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
           full_refresh: bool = False) -> int:
     import mzflow
+    from mzflow.catalog import names
     from mzflow.maintain import ticks
     from mzflow.shell.status import Status
 
@@ -346,7 +347,7 @@ def _tick(conn: object, cluster: str | None, obj: str | None, at: int | None,
         with status.running("ticking") as progress:
             for n, index in enumerate(indexes):
                 progress.what = f"ticking {index.name} ({n} of {len(indexes)} done)"
-                for report in conn.tick(object=index.name, at=at,
+                for report in conn.tick(object=names.short(index), at=at,
                                         full_refresh=full_refresh):
                     reports.append(report)
                     status.print(report.line())

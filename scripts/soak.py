@@ -32,6 +32,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kill-mean", type=float, default=10.0)
     ap.add_argument("--check-every", type=float, default=30.0)
     ap.add_argument("--json", type=Path, default=None, help="write the summary here")
+    ap.add_argument("--cluster-spark", choices=("managed", "in-process"), default="managed",
+                    help="where the workers' cluster ticks run: the warm managed servers and "
+                         "tick services users get by default, or each worker's own Spark")
+    ap.add_argument("--no-swaps", action="store_true",
+                    help="no blue/green applies (mzflow_dev/soak/swaps.py)")
     ap.add_argument("--shrink-seconds", type=float, default=300,
                     help="time to look for a shorter reproducing history (0: none)")
     ap.add_argument("--shrink", type=Path, metavar="HISTORY",
@@ -44,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
         return offline(a)
     workdir = a.workdir or Path(tempfile.mkdtemp(prefix=f"mzflow-soak-{a.seed}-"))
     soak = Soak(Options(a.duration, a.seed, workdir, kill_mean=a.kill_mean,
-                        check_every=a.check_every))
+                        check_every=a.check_every, cluster_spark=a.cluster_spark,
+                        swaps=not a.no_swaps))
     began = time.monotonic()
     ok = soak.run()
     summary = {"seed": a.seed, "passed": ok, "seconds": round(time.monotonic() - began),

@@ -12,7 +12,14 @@ grew most (``jcmd GC.class_histogram``), ``--dump DIR`` writes a live heap dump 
 figure, ``--objects`` the Python types that grew; each figure says how the ticks since
 the last one ran (recomputes broadcast; incremental ticks do not).
 
-    MZFLOW_CLUSTER_SPARK=in-process python scripts/soakmem.py --ticks 1000
+On the default configuration (issue 39) the views live in a SIZEd cluster, so the
+ticks run as users' do: through the cluster's warm tick service (which holds its hot
+arrangements) on the cluster's managed Spark Connect server. Each of those two
+processes must stay within ``--limit`` times its RSS at the baseline too (and must not
+have been replaced meanwhile). ``--cluster-spark in-process`` ticks in this process,
+as before.
+
+    python scripts/soakmem.py --ticks 1000
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 TABLES = "abc"
 VIEWS = [
@@ -144,21 +152,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dump", type=Path, default=None, metavar="DIR",
                     help="also write the JVM's live heap at each figure to DIR/step<N>.hprof")
     ap.add_argument("--home", type=Path, default=None, help="kept (default: a temporary one)")
+    ap.add_argument("--cluster-spark", choices=("managed", "in-process"), default="managed",
+                    help="managed (the default configuration): the ticks run through a "
+                         "warm cluster's tick service and Spark server, measured too")
     a = ap.parse_args(argv)
     # The issue's process had Spark's 1 GB driver; a smaller heap shows growth sooner.
     os.environ.setdefault("MZFLOW_SPARK_DRIVER_MEMORY", "1g")
-    os.environ.setdefault("MZFLOW_CLUSTER_SPARK", "in-process")
+    os.environ["MZFLOW_CLUSTER_SPARK"] = a.cluster_spark
     import mzflow
+    from mzflow_dev.soak import warm
 
+    managed = a.cluster_spark == "managed"
     home = a.home or Path(tempfile.mkdtemp(prefix="mzflow-soakmem-"))
     s = mzflow.connect(str(home))
+    into = ""
+    if managed:  # a SIZEd cluster: a managed server and a tick service, kept warm
+        import atexit
+
+        atexit.register(warm.stop_all, home)  # else they idle on after an error
+        s.execute("CREATE CLUSTER warm SIZE 'small'")
+        s.execute("SET cluster = warm")
+        into = " IN CLUSTER warm"
     for t in TABLES:
         s.execute(f"CREATE TABLE {t} (k int, v int, w text)")
         s.execute(f"INSERT INTO {t} VALUES "
                   + ",".join(f"({i}, {i * 3 % 7}, 'x{i}')" for i in range(10)))
     for i, q in enumerate(VIEWS):
-        s.execute(f"CREATE MATERIALIZED VIEW v{i} AS {q}")
+        s.execute(f"CREATE MATERIALIZED VIEW v{i}{into} AS {q}")
     s.tick()
+    if managed:
+        served_by = _wait_for_service(s, home)
+        print(f"cluster warm: ticks served by process {served_by}", flush=True)
+    warm_figures: dict[int, dict[str, tuple[int, int]]] = {}
     rng = random.Random(a.seed)
     times: list[int] = []
     figures: dict[int, tuple[int, int]] = {}
@@ -174,24 +199,83 @@ def main(argv: list[str] | None = None) -> int:
             s.execute(f"DELETE FROM {t} WHERE k = {k}")
         times.append(s.store.snapshot().read_ts)
         i = step % len(VIEWS)
-        for report in s.tick(object=f"v{i}"):
-            modes[" ".join(re.findall(r"^\w+|R\d{3}", report.strategy))] += 1
+        for strategy in _tick(s, home, f"v{i}", managed):
+            modes[" ".join(re.findall(r"^\w+|R\d{3}", strategy))] += 1
         # AS OF a time a few steps back, which the default history still holds.
         s.execute(READS[step % len(READS)].format(i=i, t=times[max(0, len(times) - 5)]))
         del times[:-5]
         if step in (a.baseline, a.ticks) or step % a.every == 0:
             figures[step] = measure(step, began, modes, objects, classes, a.histogram,
                                     a.dump)
+            if managed:
+                warm_figures[step] = warm.figures(home)
+                print("  warm processes: " + ", ".join(
+                    f"{name} ({pid}) RSS {kb / 1024:.0f} MB"
+                    for name, (pid, kb) in sorted(warm_figures[step].items())), flush=True)
+                for name, (pid, _) in warm_figures[step].items():
+                    heap = warm.jvm_heap_after_gc(pid) if name.startswith(warm.SERVER) else None
+                    if heap is not None:  # why its RSS moved: live data, or heap sizing
+                        print(f"  {name}: heap after GC {heap / 2**20:.1f} MB", flush=True)
     s.close()
+    warm.stop_all(home)
     if a.home is None:
         shutil.rmtree(home, ignore_errors=True)
     (heap0, rss0), (heap1, rss1) = figures[a.baseline], figures[a.ticks]
     ok = heap1 <= a.limit * heap0 and rss1 <= a.limit * rss0
+    if managed:
+        base, end = warm_figures[a.baseline], warm_figures[a.ticks]
+        problems = warm.grown(base, end, a.limit)
+        if not base:
+            problems.append("no warm process ran at the baseline")
+        for name, (_, kb) in sorted(base.items()):
+            kb1 = end.get(name, (0, 0))[1]
+            print(f"{name}: RSS {kb / 1024:.0f} MB at step {a.baseline}, {kb1 / 1024:.0f} MB "
+                  f"at step {a.ticks} (x{kb1 / kb if kb else 0:.2f})", flush=True)
+        print(f"ticks served by the tick service: {modes_served[0]}, in this process: "
+              f"{modes_served[1]}", flush=True)
+        for line in problems:
+            print(f"EXCEEDED: {line}", flush=True)
+        ok = ok and not problems
     print(f"heap after GC: {heap0 / 2**20:.1f} MB at step {a.baseline}, "
           f"{heap1 / 2**20:.1f} MB at step {a.ticks} (x{heap1 / heap0:.2f}); "
           f"Python RSS: {rss0 / 2**20:.1f} MB, {rss1 / 2**20:.1f} MB (x{rss1 / rss0:.2f}); "
           f"limit x{a.limit}: {'ok' if ok else 'EXCEEDED'}", flush=True)
     return 0 if ok else 1
+
+
+modes_served = [0, 0]  # ticks the tick service ran, ticks this process ran
+
+
+def _wait_for_service(s: Any, home: Path) -> int:
+    """The cluster's tick service, once it listens (its server was started by the
+    first tick); its pid."""
+    from mzflow.clusters import servers, tick_service
+
+    cluster = s.store.snapshot().cluster_by_name("warm")
+    record = tick_service.wait_for(servers.folder(home, cluster), timeout=300)
+    if record is None:
+        raise SystemExit(f"the tick service of cluster warm did not start: see "
+                         f"{servers.folder(home, cluster) / 'server.log'}")
+    return int(record["pid"])
+
+
+def _tick(s: Any, home: Path, view: str, managed: bool) -> list[str]:
+    """One view's tick: through the warm cluster's tick service (as ``mzflow tick
+    --cluster warm`` runs it), else here; the strategies."""
+    if managed:
+        from mzflow.clusters import tick_service
+
+        answer = tick_service.ask(str(home), None, "warm", {
+            "op": "tick", "object": view, "at": None, "full_refresh": False,
+            "view_means_default_index": True})
+        if answer is not None:
+            failure = tick_service.failure_of(answer)
+            if failure is not None:
+                raise failure
+            modes_served[0] += 1
+            return [r["strategy"] for r in answer["reports"]]
+    modes_served[1] += 1
+    return [r.strategy for r in s.tick(object=view)]
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """The fault-injecting soak (scripts/soak.py, issue 19) for three minutes with a fixed
-seed: writers, a ticker reading AS OF its views' uppers, a compactor and a DDL worker
-(projections and expectations included), `mzflow serve` with a client as three roles, and
-a landing folder with corrupt files on one home, kill -9 at random, every invariant
-checked against DuckDB. It asserts the work done (kills, ticks, writes, checks), not how
-long anything took."""
+seed: writers, a ticker reading AS OF its views' uppers, a compactor, a DDL worker
+(projections and expectations included), blue/green applies, `mzflow serve` with a client
+as three roles, and a landing folder with corrupt files on one home, with the clusters'
+warm servers and tick services (the default configuration), kill -9 at random, every
+invariant checked against DuckDB. It asserts the work done (kills, ticks, writes,
+checks), not how long anything took."""
 
 from __future__ import annotations
 
@@ -56,3 +57,12 @@ def test_soak_with_a_fixed_seed(tmp_path: Path) -> None:
     assert summary.get("wire writes committed", 0) >= 1
     assert summary.get("landing files loaded", 0) >= 1
     assert summary.get("landing files failed", 0) >= 1
+    # The default configuration (issue 39): ticks served by the clusters' warm tick
+    # services, kills of those and of the clusters' Spark servers, recovered from.
+    assert summary.get("ticks served by a tick service", 0) >= 1
+    assert (summary.get("kills: tick service", 0)
+            + summary.get("kills: cluster Spark server", 0)) >= 1
+    assert summary.get("warm kills recovered from (a later tick succeeded)", 0) >= 1
+    # Blue/green applies mid-soak: the view was read throughout and swapped at least once.
+    assert summary.get("swap read checks", 0) >= 1
+    assert summary.get("blue/green applies done", 0) >= 1

@@ -63,8 +63,8 @@ def test_an_error_in_the_coordinators_loop_kills_every_worker(
     monkeypatch.setattr(Soak, "_loop", broken_loop)
     with pytest.raises(RuntimeError, match="injected"):
         soak.run()
-    # a writer, the ticker, the compactor, the DDL worker; the server, its client and
-    # the landing worker
-    assert len(started) == 7
+    # a writer, the ticker, the compactor, the DDL and swaps workers; the server, its
+    # client and the landing worker
+    assert len(started) == 8
     assert all(p.poll() is not None for p in started), [p.pid for p in started]
     assert coordinator.signal.SIGKILL in {-p.returncode for p in started}

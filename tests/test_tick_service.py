@@ -101,3 +101,78 @@ def test_a_connect_collect_takes_the_schema_from_its_answer_not_another_request(
     got = spark.collect_arrow(Frame())
     assert got.schema == pa.schema([("k", pa.int32()), ("s", pa.string())])
     assert got.to_pylist() == [{"k": 1, "s": "a"}, {"k": None, "s": "b"}]
+
+
+def test_a_service_asked_by_its_clusters_old_name_after_a_swap_declines(
+        tmp_path: Path) -> None:
+    """ALTER CLUSTER a SWAP WITH b: the service of the cluster that was ``a`` (its record
+    still says ``a``) must not take ``tick --cluster a`` (it would tick the other
+    cluster's indexes, now ``b``'s), and learns its new name to publish. Found while
+    adding blue/green applies to the soak (issue 39 item 7): after a swap the services'
+    records named each other's cluster, so ``tick --cluster a`` ticked ``b``'s indexes,
+    and the new cluster's ticks never reached its own service again."""
+    import mzflow
+    from mzflow.session import tick_server
+
+    conn = mzflow.connect(str(tmp_path / "home"))
+    try:
+        conn.execute("CREATE CLUSTER a SIZE 'small'")
+        conn.execute("CREATE CLUSTER b SIZE 'small'")
+        was_a = conn.store.snapshot().cluster_by_name("a").id
+        conn.execute("ALTER CLUSTER a SWAP WITH b")
+        names: list[str] = []
+        answer = tick_server.handle(conn, was_a, {"op": "tick", "object": None, "at": None,
+                                                  "cluster": "a"}, names.append)
+        assert answer == {"not_mine": "cluster a is now named b"}
+        assert names == ["b"]
+        # Asked by its name now, it serves (no indexes: nothing to tick, no Spark).
+        answer = tick_server.handle(conn, was_a, {"op": "tick", "object": None, "at": None,
+                                                  "cluster": "b"}, names.append)
+        assert answer["reports"] == [] and "error" not in answer
+    finally:
+        conn.close()
+
+
+def test_ask_sends_the_name_it_asked_for(tmp_path: Path, monkeypatch: Any) -> None:
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setenv("MZFLOW_CLUSTER_SPARK", "managed")
+    monkeypatch.delenv("MZFLOW_SPARK_MASTER", raising=False)
+    monkeypatch.setattr(tick_service, "find", lambda *a: {"pid": os.getpid(), "port": 1})
+    monkeypatch.setattr(tick_service, "call",
+                        lambda record, request: sent.append(request) or {"reports": []})
+    assert tick_service.ask(str(tmp_path), None, "etl", {"op": "tick"}) == {"reports": []}
+    assert sent == [{"op": "tick", "cluster": "etl"}]
+
+
+def test_the_service_and_the_cli_tick_an_index_outside_public_by_a_name_that_resolves(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """An index in another schema was ticked by its bare name, which resolves only in
+    public: every tick of it through a tick service (and ``mzflow tick --cluster``)
+    failed with "unknown catalog item". Found by the soak's blue/green view (issue 39
+    item 7), which lives in schema bg."""
+    import mzflow
+    from mzflow import cli
+    from mzflow.catalog import names
+    from mzflow.session import tick_server
+
+    conn = mzflow.connect(str(tmp_path / "home"))
+    try:
+        conn.execute("CREATE TABLE t (k int)")
+        conn.execute("CREATE SCHEMA bg")
+        conn.execute("CREATE CLUSTER c3 SIZE 'small'")
+        conn.execute("CREATE MATERIALIZED VIEW bg.mv IN CLUSTER c3 AS SELECT k FROM t")
+        snap = conn.store.snapshot()
+        index = next(i for i in snap.items if i.kind == "index")
+        asked: list[str] = []
+        monkeypatch.setattr(conn, "tick", lambda object, **kw: asked.append(object) or [])
+        c3 = snap.cluster_by_name("c3").id
+        for request in ({"op": "tick", "object": None, "at": None},
+                        {"op": "tick", "object": "bg.mv", "at": None,
+                         "view_means_default_index": True}):
+            answer = tick_server.handle(conn, c3, request)
+            assert "error" not in answer, answer
+        assert cli._tick(conn, "c3", None, None) in (0, 1)  # no reports: nothing printed
+        assert len(asked) == 3
+        assert all(names.resolve(snap, name).id == index.id for name in asked), asked
+    finally:
+        conn.close()

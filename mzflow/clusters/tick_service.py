@@ -93,7 +93,9 @@ def ask(home: str | None, catalog_url: str | None, cluster: str | None,
     if cfg.cluster_spark != "managed" or cfg.spark_master != "local[*]":
         return None
     record = find(cfg.home, cfg.catalog_url, cluster)
-    answer = None if record is None else call(record, request)
+    # The name asked for goes along: a service finds its cluster by id, and after an
+    # ALTER CLUSTER … SWAP WITH its record's name belongs to the other cluster.
+    answer = None if record is None else call(record, {**request, "cluster": cluster})
     if answer is None or "not_mine" in answer:
         return None
     log.info("served by cluster %s's tick service (process %s)", cluster,

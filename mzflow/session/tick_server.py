@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
@@ -38,12 +39,15 @@ def serve(where: Path) -> int:
         record = {"pid": os.getpid(), "port": listener.address[1], "key": key.hex(),
                   "cluster": spec["cluster"], "cluster_id": cluster_id,
                   "home": home, "catalog_url": catalog_url}
-        tmp = where / f"{SERVICE_FILE}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f)
-        os.replace(tmp, where / SERVICE_FILE)
+        _publish(where, record)
         log.info("cluster %s: serving ticks on port %d", spec["cluster"], record["port"])
+
+        def renamed(name: str) -> None:
+            # Callers find the service by its cluster's name: after a swap, by the new.
+            if name != record["cluster"]:
+                log.info("cluster %s is now named %s", record["cluster"], name)
+                record["cluster"] = name
+                _publish(where, record)
         # SIGTERM (the supervisor stopping): at once when idle; after the answer when
         # busy, so that a caller whose tick killed the JVM still hears why.
         state = {"busy": False, "stop": False}
@@ -63,10 +67,18 @@ def serve(where: Path) -> int:
             state["busy"] = True
             try:
                 with client:
-                    _answer(client, conn, cluster_id)
+                    _answer(client, conn, cluster_id, renamed)
             finally:
                 state["busy"] = False
     return 0
+
+
+def _publish(where: Path, record: dict[str, Any]) -> None:
+    tmp = where / f"{SERVICE_FILE}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f)
+    os.replace(tmp, where / SERVICE_FILE)
 
 
 def _exit_with_parent() -> None:
@@ -83,26 +95,30 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def _answer(client: Connection, conn: Any, cluster_id: int) -> None:
+def _answer(client: Connection, conn: Any, cluster_id: int,
+            renamed: Callable[[str], None]) -> None:
     try:
         request = client.recv()
     except (OSError, EOFError):
         return
-    answer = handle(conn, cluster_id, request)
+    answer = handle(conn, cluster_id, request, renamed)
     try:
         client.send(answer)
     except OSError:
         pass  # the caller is gone (an Airflow task killed): the tick committed anyway
 
 
-def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any]:
+def handle(conn: Any, cluster_id: int, request: dict[str, Any],
+           renamed: Callable[[str], None] | None = None) -> dict[str, Any]:
     """One request: ``{"op": "tick", "object": index or None, "at": ms or None,
     "full_refresh": bool, "view_means_default_index": bool}`` ticks this cluster's
     indexes (or one of them, or a view's). A tick without ``at`` ticks to the time
     recorded for its ``"run"`` (catalog/runs.py; recorded now if it has none), or
     without one to every committed write; ``{"op": "run_time", "run": key}`` only
-    records or reads that time. Errors come back as data."""
-    from mzflow.catalog import runs
+    records or reads that time. Errors come back as data. A request naming a
+    ``"cluster"`` that is no longer this one's name (ALTER CLUSTER … SWAP WITH) is not
+    this service's; ``renamed`` learns the cluster's name now."""
+    from mzflow.catalog import names, runs
     from mzflow.catalog.store import now_ms
     from mzflow.errors import Error
     from mzflow.maintain import ticks
@@ -115,6 +131,11 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
         mine = snap.cluster(cluster_id)
         if mine is None:
             return {"not_mine": "the cluster was dropped"}
+        if renamed is not None:
+            renamed(mine.name)
+        if request.get("cluster") not in (None, mine.name):
+            # Asked by the old name: ticking this cluster would tick the wrong one.
+            return {"not_mine": f"cluster {request['cluster']} is now named {mine.name}"}
         obj = request.get("object")
         if obj is not None and request.get("view_means_default_index"):
             obj = ticks.default_index_name(snap, obj)
@@ -135,7 +156,9 @@ def handle(conn: Any, cluster_id: int, request: dict[str, Any]) -> dict[str, Any
                 conn.feed_sources(mine.name)
             at = conn.store.snapshot().read_ts
         for index in indexes:
-            for report in conn.tick(object=index.name, at=at,
+            # By a name that resolves whatever the search path: outside public, bare
+            # names are unknown (every tick of such an index failed here).
+            for report in conn.tick(object=names.short(index), at=at,
                                     full_refresh=bool(request.get("full_refresh"))):
                 log.info("ticked %s", report.line())
                 reports.append(report.as_dict())

@@ -34,7 +34,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from mzflow_dev.soak import deltalog, ops
+from mzflow_dev.soak import deltalog, ops, swaps
 from mzflow_dev.soak.journal import records
 
 
@@ -224,6 +224,7 @@ class Checker:
         for rec in records(self.journals / "ddl.jsonl"):
             if rec["ev"] == "start" and rec.get("select") and rec["sql"].startswith("CREATE"):
                 out[rec["view"]] = rec["select"]
+        out.update(swaps.oracle_views(self.journals))  # the swapped view's generations
         return out
 
     # -- the pass ---------------------------------------------------------------------
@@ -250,6 +251,8 @@ class Checker:
             probes += self._sink_probes()
             probes += self._query_probes()
             probes += wire_check.read_probes(self)  # reads through `mzflow serve`
+            probes += swaps.read_probes(self.journals, self._reads_seen, self.fail,
+                                        self.counts)
             probes += self._quarantine_probe(snap, warehouse)
             # A replayed sub-history (replay.py) may lack a table: nothing to check.
             tables = {t: snap.find(t) for t in ops.TABLES if snap.find(t) is not None}
@@ -564,7 +567,8 @@ class Checker:
             got: Counter = Counter()
             for row, n in zip(rows, counts, strict=True):
                 got[tuple(norm(v) for v in row)] += n
-            out.append((head.ts, "index", (view.name, cols, +got)))
+            name = swaps.index_oracle(view) or view.name  # by the definition it has
+            out.append((head.ts, "index", (name, cols, +got)))
         return out
 
     def _read_probes(self) -> list[tuple[int, str, Any]]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mzflow_dev.soak import ops, wire
+from mzflow_dev.soak import ops, warm, wire
 from mzflow_dev.soak.checker import Checker
 from mzflow_dev.soak.journal import Journal, records
 
@@ -43,6 +43,12 @@ class Options:
     lock_mean: float = 40.0  # mean seconds between locked-catalog faults
     full_mean: float = 45.0  # mean seconds between disk-full faults
     lock_wait: float = 60.0  # how long the locked-catalog fault waits for the lock
+    # Issue 39: the default configuration (warm.py), "in-process" to force the old one;
+    # a share of the kills hits a cluster's tick service or Spark server instead.
+    cluster_spark: str = "managed"
+    warm_kill_share: float = 0.3
+    swaps: bool = True  # blue/green applies (swaps.py)
+    swap_pause: float = 40.0
 
 
 @dataclass
@@ -60,6 +66,7 @@ class Soak:
     counts: Counter = field(default_factory=Counter)
     procs: list[Proc] = field(default_factory=list)
     memory: list[tuple[int, int, int, int]] = field(default_factory=list)  # pid, ticks, rss
+    warm_memory: list[tuple[warm.Warm, int, int]] = field(default_factory=list)
     storage: dict[str, tuple[int, int]] = field(default_factory=dict)  # live, on disk
 
     def __post_init__(self) -> None:
@@ -78,12 +85,14 @@ class Soak:
         return {"role": role, "name": name, "home": str(self.home), "seed": o.seed,
                 "journal": str(self.journals / f"{name}.jsonl"), "stop": str(self.stop),
                 "retain": o.retain, "write_pause": o.write_pause, "tick_pause": o.tick_pause,
-                "compact_pause": o.compact_pause, "ddl_pause": o.ddl_pause, **extra}
+                "compact_pause": o.compact_pause, "ddl_pause": o.ddl_pause,
+                "swaps": o.swaps, "swap_pause": o.swap_pause, **extra}
 
     def _start(self, p: Proc) -> None:
         args_path = self.logs / f"{p.name}.json"
         args_path.write_text(json.dumps(p.args))
-        env = dict(os.environ, MZFLOW_CLUSTER_SPARK="in-process", PYTHONUNBUFFERED="1")
+        env = dict(os.environ, MZFLOW_CLUSTER_SPARK=self.opts.cluster_spark,
+                   PYTHONUNBUFFERED="1")
         with open(self.logs / f"{p.name}.{p.starts}.log", "wb") as log:
             p.popen = subprocess.Popen([sys.executable, "-m", WORKER, str(args_path)],
                                        stdout=log, stderr=subprocess.STDOUT, env=env,
@@ -113,7 +122,7 @@ class Soak:
             name = f"w{i + 1}"
             self.procs.append(Proc("writer", name, self._args("writer", name, index=i + 1,
                                                                 spark=i == 0)))
-        for role in ("ticker", "compactor", "ddl"):
+        for role in ("ticker", "compactor", "ddl") + (("swaps",) if o.swaps else ()):
             self.procs.append(Proc(role, role, self._args(role, role)))
         # `mzflow serve`, a client through it as three roles, a landing folder (wire.py,
         # landing.py): killed and restarted like the rest.
@@ -136,6 +145,7 @@ class Soak:
             for p in self.procs:  # else they go on, unwatched, on the soak's home
                 if p.popen is not None and p.popen.poll() is None:
                     self._kill(p)
+            warm.stop_all(self.home)
             raise
         self._finish()
         return not self.checker.violations
@@ -152,9 +162,15 @@ class Soak:
                     self.counts["unexpected exits"] += 1
                     self.events.write(ev="exited", name=p.name, rc=p.popen.returncode)
                     self._start(p)
+            if now >= next_kill and rng.random() < o.warm_kill_share and (
+                    hit := warm.kill_one(self.home, rng)) is not None:
+                self.counts["kills"] += 1
+                self.counts[f"kills: {hit.kind}"] += 1
+                self.events.write(ev="kill", name=f"{hit.kind} {hit.cluster}", pid=hit.pid)
+                next_kill = time.monotonic() + rng.expovariate(1 / o.kill_mean)
             if now >= next_kill:
                 # The ticker restarts slowest (its Spark): killed less often, it ticks.
-                weights = [0.4 if p.role == "ticker" else 1.0 for p in self.procs]
+                weights = [0.4 if p.role in ("ticker", "swaps") else 1.0 for p in self.procs]
                 victim = rng.choices(self.procs, weights)[0]
                 self._kill(victim)
                 self.counts["kills"] += 1
@@ -245,6 +261,9 @@ class Soak:
         ticks = sum(1 for r in records(self.journals / "ticker.jsonl")
                     if r.get("ev") == "tick" and r.get("pid") == p.popen.pid)
         self.memory.append((p.popen.pid, ticks, py, group))
+        served = sum(1 for r in records(self.journals / "ticker.jsonl")
+                     if r.get("ev") == "tick" and r.get("served"))
+        self.warm_memory += [(w, served, warm.rss_kb(w.pid)) for w in warm.processes(self.home)]
 
     def _check(self, final: bool = False) -> None:
         try:
@@ -268,7 +287,12 @@ class Soak:
             except subprocess.TimeoutExpired:
                 self._kill(p)
         self._check(final=True)
-        self._storage_bounded()
+        warm.check_recovery(self.journals, self.checker.fail, self.checker.counts)
+        try:
+            self._storage_bounded()
+        finally:
+            # The warm servers would idle on for cluster_idle_seconds after the soak.
+            self.counts["warm servers stopped at the end"] += warm.stop_all(self.home)
 
     def _storage_bounded(self) -> None:
         """Storage stays bounded after compaction: with history retained for 1 s and
@@ -360,6 +384,7 @@ class Soak:
                     c[f"{ev}s"] += 1
                     if ev == "tick":
                         c["index ticks"] += rec["n"]
+                        c["ticks served by a tick service"] += 1 if rec.get("served") else 0
                 elif ev == "start" and path.stem.startswith("w"):
                     c["write attempts"] += 1
                 elif ev == "done" and path.stem == "ddl":
@@ -368,6 +393,8 @@ class Soak:
                 elif ev == "query":
                     c["projection-shaped reads"] += 1
                     c["reads routed to a projection"] += 1 if rec.get("routed") else 0
+                elif ev == "warm":  # setup started the clusters' servers (warm.py)
+                    c["seconds to start the clusters' servers"] = rec["seconds"]
                 elif ev == "query_skipped":
                     c["projection-shaped reads not run (not in process)"] += 1
                 elif ev == "rejected":
@@ -383,6 +410,7 @@ class Soak:
                                           "rejected writes checked"))
         out: dict[str, Any] = dict(sorted(c.items()))
         out["memory"] = self.memory_report()
+        out["warm process memory"] = warm.memory_report(self.warm_memory)
         out["files (live, on disk) after the final compaction"] = self.storage
         return out
 

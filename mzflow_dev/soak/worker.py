@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from mzflow_dev.soak import ops
+from mzflow_dev.soak import ops, swaps, warm
 from mzflow_dev.soak.journal import Journal, records
 
 
@@ -54,9 +54,11 @@ def setup(args: dict[str, Any], conn: Any, j: Journal) -> None:
     from mzflow_dev.soak import landing, wire
 
     for sql in (ops.setup_sql(args["retain"], str(Path(args["home"]).parent / "sinks"))
-                + wire.setup_sql() + landing.setup_sql(landing.folder(args["home"]))):
+                + wire.setup_sql() + landing.setup_sql(landing.folder(args["home"]))
+                + (swaps.setup_sql() if args.get("swaps") else [])):
         conn.execute(sql)
         j.write(ev="done", op="setup", sql=sql)
+    j.write(ev="warm", seconds=round(warm.start_all(conn), 1))  # the clusters' servers
 
 
 def writer(args: dict[str, Any], conn: Any, j: Journal) -> None:
@@ -115,7 +117,9 @@ def _maintained(conn: Any) -> list[tuple[str, str, str]]:
     for item in snap.items:
         if item.kind == "index" and item.is_default_index and item.cluster_id is not None:
             on = snap.item(item.on_id)
-            out.append((on.name, item.id, snap.cluster(item.cluster_id).name))
+            # Outside public (swaps.py's schema, and its staged twin) by qualified name.
+            name = on.name if on.schema == "public" else f"{on.schema}.{on.name}"
+            out.append((name, item.id, snap.cluster(item.cluster_id).name))
     return sorted(out)
 
 
@@ -139,17 +143,18 @@ def ticker(args: dict[str, Any], conn: Any, j: Journal) -> None:
     r = random.Random(f"{args['seed']}/ticker/{os.getpid()}")
     while not _stopping(args):
         # One index at a time: a failed tick (cleanly: nothing committed) stops no other.
-        for view, _, _ in _maintained(conn):
+        for view, _, cluster in _maintained(conn):
             if _stopping(args):
                 break
-            try:
-                for rep in conn.tick(object=view):
+            try:  # through the cluster's warm tick service, as users tick (warm.py)
+                for rep in warm.tick(conn, view, cluster):
                     j.write(ev="tick", n=1, view=view, mode=rep.strategy, error=rep.error,
-                            secs=round(rep.seconds, 2), upper=rep.upper_after)
+                            secs=round(rep.seconds, 2), upper=rep.upper_after,
+                            served=rep.served, cluster=cluster)
             except Exception as exc:
                 _error(j, "tick", exc, view=view)
         for _ in range(r.randint(0, 3)):
-            views = _maintained(conn)
+            views = [v for v in _maintained(conn) if "." not in v[0]]  # swaps.py reads its own
             if not views:
                 break
             view, index_id, cluster = r.choice(views)
@@ -288,7 +293,7 @@ def projection_read(conn: Any, j: Any, r: random.Random, sql: str, spark: bool =
 
 
 ROLES = {"setup": setup, "writer": writer, "ticker": ticker, "compactor": compactor,
-         "ddl": ddl}
+         "ddl": ddl, "swaps": swaps.worker}
 
 
 def main() -> None:
