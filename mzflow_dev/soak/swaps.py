@@ -77,6 +77,10 @@ def desired_sql(snap: Any, gen: int) -> str:
 
     out = [f'CREATE CLUSTER "{c.name}" SIZE \'{c.size}\'' for c in snap.clusters
            if c.size and not c.virtual and not c.spark and c.name != "default"]
+    # (the landing folder's sources tick in a VIRTUAL cluster: without it here, the plan
+    # drops it, and a blue/green apply refuses a plan that drops a cluster)
+    out += [f'CREATE CLUSTER "{c.name}" VIRTUAL' for c in snap.clusters
+            if c.virtual and not c.spark and c.name != "default"]
     out += [f'CREATE SCHEMA "{s.name}"' for s in snap.schemas if s.name != "public"]
     for item in sorted(snap.items, key=lambda i: i.oid):
         if item.is_source or snap.source_of(item) is not None:
