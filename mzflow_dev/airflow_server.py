@@ -24,7 +24,8 @@ THROWAWAY = "mzflow-airflow-"
 def airflow_in_process(own_home: Path | None) -> Iterator[None]:
     """Around a test module that imports Airflow in-process: Airflow adds a stdout handler
     to the root logger and lowers its level, which this undoes, so later modules log as
-    they would without it; then ``own_home`` (its throwaway home, if it made one) goes."""
+    they would without it; ``own_home`` (its throwaway home, if it made one) goes at exit."""
+    import atexit
     import logging
     import shutil
 
@@ -36,7 +37,9 @@ def airflow_in_process(own_home: Path | None) -> Iterator[None]:
         root.handlers[:] = handlers
         root.setLevel(level)
         if own_home is not None:
-            shutil.rmtree(own_home, ignore_errors=True)
+            # At exit, not now: this process's Airflow read its home (database, password
+            # file) at first import, and later modules of the session still use it.
+            atexit.register(shutil.rmtree, own_home, ignore_errors=True)
 
 
 def throwaway_airflow_home(suffix: str = "", *, reuse: bool = True) -> Path | None:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from mzflow_dev.airflow_server import throwaway_airflow_home
+from mzflow_dev.airflow_server import airflow_in_process, throwaway_airflow_home
 
 # Unless test_airflow.py's throwaway home is already in place (its tests need it kept).
 _OWN_HOME = throwaway_airflow_home("provider-")
@@ -56,9 +56,8 @@ CREATE SINK out IN CLUSTER etl FROM totals INTO CSV '{out}';
 
 @pytest.fixture(scope="module", autouse=True)
 def _remove_own_home() -> Iterator[None]:
-    yield
-    if _OWN_HOME is not None:
-        shutil.rmtree(_OWN_HOME, ignore_errors=True)
+    with airflow_in_process(_OWN_HOME):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ depend on (or outlive) test_airflow.py's session database.
 
 from __future__ import annotations
 
-import atexit
 import datetime as dt
 import hashlib
 import json
@@ -44,11 +43,6 @@ def _restore_logging() -> Iterator[None]:
     """Undo Airflow's logging and drop our Airflow home (airflow_in_process)."""
     with airflow_in_process(_OWN_HOME):
         yield
-    other = getattr(sys.modules.get("test_airflow"), "_AIRFLOW_HOME", None)
-    if other is not None and str(other) == os.environ.get("AIRFLOW_HOME"):
-        # test_airflow.py's home, removed at the end of that module but recreated (logs/)
-        # by the Airflow of this process: remove it once every module is done with it.
-        atexit.register(shutil.rmtree, other, ignore_errors=True)
 
 
 # -- a. Airflow's intervals == mzflow's ---------------------------------------------------

@@ -189,6 +189,12 @@ def client(home: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from mzflow.airflow.plugin import app
 
     monkeypatch.setenv("MZFLOW_HOME", str(home))
+    # The auth manager appends to its password file, by default in the AIRFLOW_HOME this
+    # process's Airflow read at import: another module's throwaway home, possibly gone by
+    # now (CI at stop 49: FileNotFoundError). A file of this test's own does not depend
+    # on which module imported Airflow first.
+    monkeypatch.setenv("AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
+                       str(home.parent / "passwords.json.generated"))
     RevokedToken.__table__.create(settings.engine, checkfirst=True)  # type: ignore[attr-defined]
     client = TestClient(app)
     client.auth_manager = init_auth_manager()
