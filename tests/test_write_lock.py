@@ -69,6 +69,18 @@ class _Lock:
 
         monkeypatch.setattr(Store, "write", write)
         monkeypatch.setattr(reads, "read_arrow", read_arrow)
+        # delta-rs calls that write data files (a MERGE, a write), by whether under it.
+        self.data_writes: Counter[tuple[str, bool]] = Counter()
+        import deltalake
+
+        def counting(name: str, real: Any) -> Any:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                watch.data_writes[(name, getattr(watch.local, "held", False))] += 1
+                return real(*args, **kwargs)
+            return counted
+
+        for owner, name in ((deltalake.DeltaTable, "merge"), (deltalake, "write_deltalake")):
+            monkeypatch.setattr(owner, name, counting(name, getattr(owner, name)))
 
 
 def _rows(conn: mzflow.Connection) -> Counter[tuple[Any, ...]]:
@@ -195,3 +207,28 @@ def test_after_its_retries_an_update_computes_under_the_lock(both, monkeypatch) 
     assert lock.reads_under_lock == 2 and conn.writes.recomputed == 2
     assert _rows(conn) == _oracle(db)
     other.close()
+
+
+def test_large_changes_write_their_files_before_the_lock(both, monkeypatch) -> None:
+    """A large UPDATE or DELETE writes its files outside the lock and only commits them
+    under it (storage/rewrite.py); a small one merges under it. A view over the table,
+    ticked after each, equals DuckDB's answer."""
+    conn, db = both
+    view = "SELECT g, count(*) AS n, sum(x) AS s FROM t GROUP BY g"
+    conn.execute(f"CREATE MATERIALIZED VIEW v AS {view}")
+    conn.tick()
+    lock = _Lock(monkeypatch)
+    for sql, staged in (("UPDATE t SET x = x + 1 WHERE g < 5", True),  # 142,857 rows
+                        ("DELETE FROM t WHERE k < 120000", True),
+                        ("UPDATE t SET x = 0 WHERE k > 199990", False)):
+        lock.data_writes.clear()
+        conn.execute(sql)
+        db.execute(sql)
+        under = sum(n for (_, held), n in lock.data_writes.items() if held)
+        outside = lock.data_writes[("write_deltalake", False)]
+        assert (under, outside) == ((0, 1) if staged else (1, 0)), (sql, lock.data_writes)
+        conn.tick()
+        got = Counter(tuple(int(v) for v in r) for r in conn.execute("SELECT * FROM v").rows)
+        assert got == Counter(db.execute(view).fetchall()), sql
+    assert _rows(conn) == _oracle(db)
+    assert not list((conn.config.home / "warehouse").rglob("_mz_staging"))

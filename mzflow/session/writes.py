@@ -35,7 +35,7 @@ from mzflow.catalog.model import TABLE, Item, Snapshot
 from mzflow.catalog.store import Store, Writer
 from mzflow.errors import Error, InvalidOption, UnknownColumn, Unsupported, WrongObjectType
 from mzflow.plan.constants import NotConstant, evaluate_rows
-from mzflow.storage import paths
+from mzflow.storage import paths, rewrite
 from mzflow.storage import rows as rowconv
 from mzflow.storage.delta import ROWID, Shard
 from mzflow.storage.types import parse_type
@@ -90,6 +90,35 @@ class Read(Protocol):
 
 class _Stale(Exception):
     """A write to a table the statement read committed after it read it."""
+
+
+@dataclass
+class _Rewrite:
+    """An UPDATE's new rows or a DELETE's row ids, and their rewrite staged before the
+    lock when large (storage/rewrite.py)."""
+
+    rows: Any
+    staged: rewrite.Staged | None
+
+    def applied(self, shard: Shard, key: IdempotencyKey | None,
+                merge: Callable[[int], int]) -> Callable[[int], int]:
+        """The commit: the staged files', or ``merge`` under the lock when nothing was
+        staged or the shard moved past the version staged against."""
+        staged = self.staged
+        if staged is None:
+            return merge
+
+        def apply(ts: int) -> int:
+            try:
+                return rewrite.commit(shard, staged, ts, key)
+            except rewrite.Moved:
+                return merge(ts)
+        return apply
+
+    def discard(self) -> None:
+        if self.staged is not None:
+            self.staged.discard()
+            self.staged = None
 
 
 class TableWrites:
@@ -278,11 +307,14 @@ class TableWrites:
             query = exp.select(exp.column(ROWID)).from_(_ref(item))
             if stmt.args.get("where") is not None:
                 query = query.where(stmt.args["where"].this)
-            return self.read(snap, query, snap.read_ts, versions).column(0).combine_chunks()
+            ids = self.read(snap, query, snap.read_ts, versions).column(0).combine_chunks()
+            return _Rewrite(ids, self._stage(snap, item, versions, delete=ids))
 
-        def finish(w: Writer, item: Item, shard: Shard, check: Check, ids: pa.Array
+        def finish(w: Writer, item: Item, shard: Shard, check: Check, rw: _Rewrite
                    ) -> Produced:
-            return len(ids), lambda ts: shard.delete_rows(ids, ts, key), None
+            ids = rw.rows
+            return len(ids), rw.applied(shard, key,
+                                        lambda ts: shard.delete_rows(ids, ts, key)), None
 
         _warm_spark()
         return self._read_then_write(stmt.this, key, "DELETE", compute, finish)
@@ -306,14 +338,18 @@ class TableWrites:
             computed = self.read(snap, query, snap.read_ts, versions)
             targets = targets_of(item)
             new = rowconv.conform(computed.select(list(range(len(targets)))), targets)
-            return new.append_column(pa.field(ROWID, pa.int64(), nullable=False),
-                                     computed.column(len(targets)))
+            new = new.append_column(pa.field(ROWID, pa.int64(), nullable=False),
+                                    computed.column(len(targets)))
+            return _Rewrite(new, self._stage(snap, item, versions, replace=new))
 
-        def finish(w: Writer, item: Item, shard: Shard, check: Check, new: pa.Table
+        def finish(w: Writer, item: Item, shard: Shard, check: Check, rw: _Rewrite
                    ) -> Produced:
             # A row that fails DROP ROW or QUARANTINE keeps its old values.
-            new = check(w, item, new)
-            return new.num_rows, lambda ts: shard.update_rows(new, ts, key), None
+            new = check(w, item, rw.rows)
+            if new.num_rows != rw.rows.num_rows:  # the staged rewrite has them changed
+                rw.discard()
+            return new.num_rows, rw.applied(shard, key,
+                                            lambda ts: shard.update_rows(new, ts, key)), None
 
         _warm_spark()
         return self._read_then_write(stmt.this, key, "UPDATE", compute, finish)
@@ -352,11 +388,25 @@ class TableWrites:
                 self.recomputed += 1
                 log.info("%s %s: a table it read changed meanwhile; computing again",
                          status, item.qualified_name)
+            finally:  # committed or not, no staged file outlives the statement
+                if isinstance(rows, _Rewrite):
+                    rows.discard()
 
         def locked(w: Writer, item: Item, shard: Shard, check: Check) -> Produced:
             return finish(w, item, shard, check, compute(w.snapshot, item, {}))
 
         return self._commit(name, key, status, locked)
+
+    def _stage(self, snap: Snapshot, item: Item, versions: dict[str, int],
+               **change: Any) -> rewrite.Staged | None:
+        """A large UPDATE's or DELETE's new files, written now, before the lock
+        (storage/rewrite.py); None to merge under it (also when computed under it)."""
+        shard = Shard.shared(shard_of(self.warehouse, item).path)
+        version = versions.get(str(shard.path))
+        if version is None:
+            return None
+        return rewrite.stage(shard, version, shard.arrow_schema(version),
+                             file_size=config.tuning(snap.settings).file_size, **change)
 
     def copy(self, stmt: exp.Copy, key: IdempotencyKey | None = None) -> WriteResult:
         if not stmt.args.get("kind"):

@@ -13,6 +13,8 @@ from typing import Any
 
 TS_KEY = "mzflow.ts"
 MAX_ROWID_KEY = "mzflow.max_rowid"  # the largest row id an append wrote
+# Rows in a staged rewrite's change feed (storage/rewrite.py): its commit has no metrics.
+ROWS_CHANGED_KEY = "mzflow.rows_changed"
 TABLE_CONFIG = {
     "delta.enableChangeDataFeed": "true",
     # Keep the whole log: compaction (mzflow compact) decides what goes, by `since`.
@@ -76,6 +78,8 @@ def rows_changed(entry: dict[str, Any]) -> int:
     schema changes: none)."""
     if entry.get("operation") not in _COUNTED_OPS:
         return 0
+    if ROWS_CHANGED_KEY in entry:
+        return int(entry[ROWS_CHANGED_KEY])
     m = entry.get("operationMetrics") or {}
     one = ("num_added_rows", "num_target_rows_inserted", "num_target_rows_deleted",
            "num_deleted_rows")

@@ -1,0 +1,208 @@
+"""Large UPDATEs and DELETEs, written before the catalog's write lock and only committed
+under it (issue 39 item 2: the lock is bounded by the commit, not by the write).
+
+delta-rs's MERGE computes, writes and commits in one call, so a MERGE under the lock
+holds it while every touched file is rewritten: 0.5–0.6 s for 500 k rows. Instead a
+large change is *staged*: outside the lock, the files of the version the statement
+read that hold any changed row are read, their kept rows and the new ones written as
+new files (by delta-rs, into a staging table beside the shard, so statistics come from
+the same writer as every other file); under the lock, if the shard is still at that
+version, the files move into the shard and one commit adds them and removes the files
+they replace (``create_write_transaction``): milliseconds.
+
+Such a commit has no change-data files: Delta's change feed then reads its removed
+files as deletions and its added ones as insertions, and ``Shard.diffs`` consolidates
+the rows that did not change away. That costs a tick the whole files, where a MERGE's
+change files hold only the changed rows, so only changes that are large, and a large
+share of the files they touch, are staged (``MIN_ROWS``, ``MIN_SHARE``); the rest merge
+under the lock as before. Partitioned shards always merge (their files' partition
+values would have to be put back into the rows).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from mzflow.catalog.model import ROWID
+from mzflow.storage.commits import ROWS_CHANGED_KEY, commit_props
+from mzflow.storage.errors import writes
+
+# Below this many changed rows a MERGE under the lock takes ~0.2 s or less (50 k rows:
+# 0.23 s, bench/write_lock.py), and keeps the change feed to the changed rows.
+MIN_ROWS = 100_000
+# Changed rows over the rows of the files they touch: a staged rewrite's change feed
+# holds every row of those files (twice); at a quarter, at most 4× a MERGE's.
+MIN_SHARE = 0.25
+STAGING = "_mz_staging"  # under the shard: Delta and Spark skip folders starting "_"
+_STALE_AFTER_S = 3600.0  # a staging folder this old was left by a killed writer
+
+
+class Moved(Exception):
+    """The shard committed after the version a rewrite was staged against."""
+
+
+@dataclass
+class Staged:
+    """A rewrite ready to commit: files written, nothing committed."""
+
+    shard: Path
+    version: int  # the shard's version the rewrite replaces files of
+    folder: Path  # the staging table holding the new files
+    adds: list[dict[str, Any]]  # the staging table's add actions (Delta's JSON)
+    removes: list[tuple[str, int]]  # (path in the shard, size) of the files replaced
+    changed: int  # rows in its change feed: those of the files removed and added
+    moved: list[Path] = field(default_factory=list)
+
+    def discard(self) -> None:
+        """Remove the staged files (after a failed or abandoned commit)."""
+        for path in self.moved:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int,
+          replace: pa.Table | None = None, delete: pa.Array | None = None
+          ) -> Staged | None:
+    """Stage replacing the rows of ``replace`` (by row id) or deleting the row ids
+    ``delete`` in ``shard`` as of ``version``; None when the change should merge under
+    the lock instead (small, a small share of its files, or a partitioned shard).
+    ``schema``: the shard's full Arrow schema (row ids included), which kept rows of
+    files older than an ADD COLUMN are brought to."""
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+
+    ids = (replace.column(ROWID) if replace is not None else delete)
+    assert ids is not None
+    if len(ids) < MIN_ROWS or shard.partitioned_by():
+        return None
+    sweep(shard.path)
+    ids = pc.unique(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
+    actions = shard.add_actions(version)
+    touched = _touched(actions, pc.sort_indices(ids), ids)
+    rows = sum(int(actions.column("num_records")[i].as_py() or 0) for i in touched)
+    if not touched or len(ids) < MIN_SHARE * rows:
+        return None
+    parts = []
+    for i in touched:
+        data = pq.read_table(shard.path / unquote(actions.column("path")[i].as_py()))
+        data = data.filter(pc.invert(pc.is_in(data.column(ROWID), ids)))
+        parts.append(_conform(data, schema))
+    if replace is not None:
+        parts.append(_conform(replace, schema))
+    content = pa.concat_tables(parts)
+    # Sorted by row id, as appends write them: each file's min/max stay selective.
+    content = content.take(pc.sort_indices(content.column(ROWID)))
+    folder = shard.path / STAGING / uuid.uuid4().hex
+    try:
+        write_deltalake(str(folder), content, mode="error", target_file_size=file_size)
+        adds = [json.loads(line)["add"]
+                for entry in sorted((folder / "_delta_log").glob("*.json"))
+                for line in entry.read_text().splitlines() if line.startswith('{"add"')]
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    removes = [(actions.column("path")[i].as_py(), int(actions.column("size_bytes")[i].as_py()))
+               for i in touched]
+    # What the change feed of the commit holds (Shard.estimated_change_count's
+    # contract): every row of the files removed, and of those added.
+    return Staged(shard.path, version, folder, adds, removes, rows + content.num_rows)
+
+
+@writes
+def _commit(self: Any, staged: Staged, ts: int, txn: tuple[str, int] | None) -> int:
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, RemoveAction
+
+    # The table as of the staged version: were another commit to land between the
+    # check below and this one, delta-rs's conflict check sees it remove our files.
+    dt = DeltaTable(str(staged.shard), version=staged.version)
+    now = int(time.time() * 1000)
+    actions: list[Any] = []
+    for add in staged.adds:
+        source = staged.folder / unquote(add["path"])
+        target = staged.shard / source.name  # part-<n>-<uuid>-c000…: unique
+        os.replace(source, target)
+        staged.moved.append(target)
+        actions.append(AddAction(target.name, int(add["size"]), {}, now, True,
+                                 add["stats"]))
+    actions += [RemoveAction(path, True, now, size, {}) for path, size in staged.removes]
+    dt.create_write_transaction(actions, "append", dt.schema(), commit_properties=commit_props(
+        ts, txn, extra={ROWS_CHANGED_KEY: str(staged.changed)}))
+    return staged.version + 1
+
+
+def commit(shard: Any, staged: Staged, ts: int, txn: tuple[str, int] | None) -> int:
+    """Under the lock: commit ``staged`` at ``ts``; the new version. Raises Moved (the
+    staged files removed) if the shard has moved past the staged version."""
+    if shard.version() != staged.version:
+        staged.discard()
+        raise Moved(f"{shard.path.name} is past version {staged.version}")
+    try:
+        version = int(_commit(shard, staged, ts, txn))
+    except BaseException:
+        staged.discard()
+        raise
+    staged.moved.clear()  # the shard's own files now
+    shutil.rmtree(staged.folder, ignore_errors=True)
+    try:  # the staging folder itself, unless another writer is staging too
+        staged.folder.parent.rmdir()
+    except OSError:
+        pass
+    return version
+
+
+def sweep(shard_path: Path) -> None:
+    """Remove staging folders a killed writer left (older than an hour: a writer
+    stages and commits within one statement)."""
+    root = shard_path / STAGING
+    if not root.is_dir():
+        return
+    for folder in root.iterdir():
+        try:
+            if time.time() - folder.stat().st_mtime > _STALE_AFTER_S:
+                shutil.rmtree(folder, ignore_errors=True)
+        except FileNotFoundError:
+            continue
+
+
+def _touched(actions: pa.Table, order: pa.Array, ids: pa.Array) -> list[int]:
+    """The files (rows of ``actions``) whose row id range holds one of ``ids``; a file
+    without statistics counts as touched."""
+    import numpy as np
+
+    low, high = f"min.{ROWID}", f"max.{ROWID}"
+    if low not in actions.column_names:
+        return list(range(actions.num_rows))
+    sorted_ids = ids.take(order).to_numpy(zero_copy_only=False)
+    touched = []
+    for i, (lo, hi) in enumerate(zip(actions.column(low).to_pylist(),
+                                     actions.column(high).to_pylist(), strict=True)):
+        if lo is None or hi is None:
+            touched.append(i)
+            continue
+        first = int(np.searchsorted(sorted_ids, lo, side="left"))
+        if first < len(sorted_ids) and sorted_ids[first] <= hi:
+            touched.append(i)
+    return touched
+
+
+def _conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``data`` with ``schema``'s columns in its order: a column added since the file
+    was written is null. (Views as plain types: delta-rs reports strings as views.)"""
+    schema = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else
+                        f.with_type(pa.binary()) if f.type == pa.binary_view() else f
+                        for f in schema])
+    columns = [data.column(f.name).cast(f.type) if f.name in data.column_names
+               else pa.nulls(data.num_rows, f.type) for f in schema]
+    return pa.Table.from_arrays(columns, schema=schema)

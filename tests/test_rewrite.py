@@ -1,0 +1,175 @@
+"""Large UPDATEs and DELETEs staged before the write lock (storage/rewrite.py).
+
+Storage level, no Spark: a staged rewrite commits exactly the rows a MERGE would, its
+change feed consolidates to exactly the changed rows, and nothing is left behind when
+it is abandoned, its shard moved on, or its commit failed. Through the session and
+Spark: tests/test_write_lock.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mzflow.catalog.model import ROWID
+from mzflow.storage import rewrite
+from mzflow.storage.delta import Shard
+from mzflow.storage.shard import DIFF
+
+N = 4_000
+
+
+@pytest.fixture(autouse=True)
+def _small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rewrite, "MIN_ROWS", 100)
+
+
+def _shard(tmp_path: Path, files: int = 4) -> Shard:
+    """N rows (k, x) in ``files`` files of consecutive row ids."""
+    shard = Shard(tmp_path / "t")
+    shard.create(pa.schema([("k", pa.int64()), ("x", pa.int64())]), 1)
+    per = N // files
+    for f in range(files):
+        ids = range(f * per, (f + 1) * per)
+        shard.append(pa.table({"k": pa.array(ids, pa.int64()),
+                               "x": pa.array([i % 10 for i in ids], pa.int64()),
+                               ROWID: pa.array(ids, pa.int64())}), 2 + f)
+    return shard
+
+
+def _rows(shard: Shard) -> Counter[tuple[Any, ...]]:
+    data = shard.read(shard.version())
+    return Counter(zip(*(data.column(c).to_pylist() for c in data.column_names),
+                       strict=True))
+
+
+def _replace(shard: Shard, where: pa.Array, x: int) -> pa.Table:
+    """The rows of ``shard`` whose row ids are ``where``, x set to ``x``."""
+    data = shard.read(shard.version())
+    rows = data.filter(pc.is_in(data.column(ROWID), where))
+    return rows.set_column(rows.schema.get_field_index("x"), "x",
+                           pa.array([x] * rows.num_rows, pa.int64()))
+
+
+def _staging_left(shard: Shard) -> list[str]:
+    root = shard.path / rewrite.STAGING
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def test_a_staged_update_commits_what_a_merge_would(tmp_path: Path) -> None:
+    staged_shard, merged_shard = _shard(tmp_path / "a"), _shard(tmp_path / "b")
+    ids = pa.array(range(500, 2500), pa.int64())  # all of file 1, parts of 0 and 2
+    new = _replace(staged_shard, ids, -1)
+    before = staged_shard.version()
+    staged = rewrite.stage(staged_shard, before, staged_shard.arrow_schema(before),
+                           file_size=1 << 24, replace=new)
+    assert staged is not None
+    assert len(staged.removes) == 3  # file 3 holds none of the ids: kept as it is
+    assert staged_shard.version() == before  # nothing committed yet
+    version = rewrite.commit(staged_shard, staged, 10, None)
+    merged_shard.update_rows(new, 10)
+    assert version == before + 1 == staged_shard.version()
+    assert _rows(staged_shard) == _rows(merged_shard)
+    # The change feed has no change files: whole files, consolidated to the changes.
+    diffs = staged_shard.diffs(before, version)
+    assert diffs.num_rows == 2 * len(ids)
+    assert Counter(diffs.column(DIFF).to_pylist()) == {1: len(ids), -1: len(ids)}
+    changed = Counter(zip(diffs.column("k").to_pylist(), diffs.column("x").to_pylist(),
+                          diffs.column(DIFF).to_pylist(), strict=True))
+    assert changed == Counter(zip(merged_shard.diffs(before, version).column("k").to_pylist(),
+                                  merged_shard.diffs(before, version).column("x").to_pylist(),
+                                  merged_shard.diffs(before, version).column(DIFF).to_pylist(),
+                                  strict=True))
+    # The estimate counts what the feed holds (3 files out, their rows back in).
+    feed = pa.table(staged_shard._table().load_cdf(starting_version=version,
+                                                   ending_version=version))
+    assert staged_shard.estimated_change_count(before, version) == feed.num_rows == 2 * 3000
+    assert not (staged_shard.path / rewrite.STAGING).exists()
+
+
+def test_a_staged_delete_keeps_the_other_rows_and_an_added_column(tmp_path: Path) -> None:
+    shard = _shard(tmp_path)
+    shard.add_column("y", pa.int32(), 6)  # files older than the column: y is null
+    shard.append(pa.table({"k": pa.array([N], pa.int64()), "x": pa.array([3], pa.int64()),
+                           "y": pa.array([7], pa.int32()),
+                           ROWID: pa.array([N], pa.int64())}), 7)
+    expected = _rows(shard)
+    gone = pa.array(range(0, 3000, 2), pa.int64())
+    for k in gone.to_pylist():
+        expected[(k, k % 10, k, None)] -= 1  # k, x, row id, y
+    v = shard.version()
+    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24, delete=gone)
+    assert staged is not None and staged.changed == 3000 + 3000 - len(gone)
+    rewrite.commit(shard, staged, 8, ("app", 1))
+    assert _rows(shard) == +expected
+    assert shard.applied("app") == 1  # the idempotency key is in the commit
+
+
+def test_small_changes_and_a_small_share_of_their_files_merge_instead(
+        tmp_path: Path) -> None:
+    shard = _shard(tmp_path, files=1)
+    v = shard.version()
+    schema = shard.arrow_schema(v)
+    assert rewrite.stage(shard, v, schema, file_size=1 << 24,
+                         delete=pa.array(range(50), pa.int64())) is None  # < MIN_ROWS
+    # 200 rows of a 4,000-row file: the change feed would carry 20× the changes.
+    assert rewrite.stage(shard, v, schema, file_size=1 << 24,
+                         delete=pa.array(range(200), pa.int64())) is None
+    assert _staging_left(shard) == []
+
+
+def test_a_shard_that_moved_on_gets_nothing_and_keeps_no_staged_file(
+        tmp_path: Path) -> None:
+    shard = _shard(tmp_path)
+    before = _rows(shard)
+    v = shard.version()
+    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24,
+                           delete=pa.array(range(1000, 2000), pa.int64()))
+    assert staged is not None and _staging_left(shard)
+    shard.append(pa.table({"k": pa.array([-1], pa.int64()), "x": pa.array([0], pa.int64()),
+                           ROWID: pa.array([N + 1], pa.int64())}), 9)
+    with pytest.raises(rewrite.Moved):
+        rewrite.commit(shard, staged, 10, None)
+    assert _staging_left(shard) == []
+    assert _rows(shard) == before + Counter({(-1, 0, N + 1): 1})
+
+
+def test_a_failed_commit_leaves_no_file_in_the_shard(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from deltalake import DeltaTable
+
+    shard = _shard(tmp_path)
+    files_before = sorted(p.name for p in shard.path.glob("*.parquet"))
+    v = shard.version()
+    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24,
+                           delete=pa.array(range(1000, 2000), pa.int64()))
+    assert staged is not None
+
+    def full_disk(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(DeltaTable, "create_write_transaction", full_disk)
+    from mzflow.storage.errors import StorageError
+
+    with pytest.raises(StorageError, match="No space left"):
+        rewrite.commit(shard, staged, 10, None)
+    assert sorted(p.name for p in shard.path.glob("*.parquet")) == files_before
+    assert _staging_left(shard) == [] and shard.version() == v
+
+
+def test_staging_folders_a_killed_writer_left_are_swept(tmp_path: Path) -> None:
+    shard = _shard(tmp_path)
+    old, fresh = (shard.path / rewrite.STAGING / name for name in ("old", "fresh"))
+    for folder in (old, fresh):
+        folder.mkdir(parents=True)
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old, (hours_ago, hours_ago))
+    rewrite.sweep(shard.path)
+    assert _staging_left(shard) == ["fresh"]  # a writer may be staging there now
