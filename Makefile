@@ -20,7 +20,7 @@ DIFF_SEED ?= 44
 FUZZ_RUNS ?= 5
 FUZZ_EXAMPLES ?= 30
 
-.PHONY: help install demo test lint typecheck pytest fast fuzz bench bench-growth slt soak soakmem warmmem clean
+.PHONY: help install demo test lint typecheck pytest fast fuzz bench bench-growth slt soak soakmem clean
 
 help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
@@ -32,7 +32,6 @@ help:
 	@echo "make bench-growth  tick cost as tables grow 20x, and over 300 ticks"
 	@echo "make soak       kill -9 and faults at random under mixed load, checked against DuckDB (DURATION=$(DURATION) s, SEED=$(SEED))"
 	@echo "make soakmem    one long-lived process: heap after GC and RSS after tick 100 and tick $(TICKS)"
-	@echo "make warmmem    a warm cluster's server and tick service: RSS after tick 100 and tick $(TICKS)"
 	@echo "make clean      remove the demo home and caches"
 
 $(STAMP): pyproject.toml
@@ -144,12 +143,6 @@ TICKS ?= 1000
 SOAKMEM_ARGS ?=
 soakmem: install
 	$(PY) scripts/soakmem.py --ticks $(TICKS) $(SOAKMEM_ARGS)
-
-# Issue 39's memory target on the default configuration (scripts/warm_memory.py): a
-# SIZEd cluster's Spark server and tick service over TICKS ticks, each process's RSS
-# within 1.2x of its RSS at tick 100.
-warmmem: install
-	$(PY) scripts/warm_memory.py --ticks $(TICKS)
 
 clean:
 	rm -rf .mzflow .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -550,13 +550,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def rss_bytes() -> int:
     """This process's resident memory now (Linux), the hot arrangements and states
     included; Spark's JVM is a child process and not counted."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    from mzflow.storage import processes
+
+    return processes.rss_bytes() or 0
 
 
 def profiled_tick(conn: mzflow.Connection, name: str) -> dict[str, Any]:

@@ -38,6 +38,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from mzflow.storage import processes
+
 TABLES = "abc"
 VIEWS = [
     "SELECT a.k, b.v FROM a JOIN b ON a.k = b.k",
@@ -60,10 +62,7 @@ READS = [
 
 def rss() -> int:
     """This process's resident set, in bytes."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    return processes.rss_bytes() or 0
 
 
 def histogram() -> dict[str, tuple[int, int]]:

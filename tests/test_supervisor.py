@@ -7,7 +7,6 @@ HTTP server, so no Spark starts."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from mzflow.storage.processes import process_alive
+
 pytestmark = pytest.mark.slow  # starts processes
 
 
@@ -24,16 +25,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers signal 0; its state in /proc says it is gone.
-    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
-    return bool(stat) and stat.split(")")[-1].split()[0] != "Z"
 
 
 def _wait(what: str, done: object, timeout: float = 30.0) -> None:
@@ -57,7 +48,7 @@ def test_the_jvm_never_outlives_its_supervisor(tmp_path: Path, how: str) -> None
     try:
         _wait("the server published", lambda: (where / "server.json").exists())
         jvm = int(json.loads((where / "server.json").read_text())["jvm_pid"])
-        assert _alive(jvm)
+        assert process_alive(jvm)
         if how == "removed":
             shutil.rmtree(tmp_path / "home")
         else:
@@ -65,7 +56,7 @@ def test_the_jvm_never_outlives_its_supervisor(tmp_path: Path, how: str) -> None
         out, _ = supervisor.communicate(timeout=60)
         assert supervisor.returncode == 0, out
         assert ("its folder was removed" if how == "removed" else "stopped (SIGTERM)") in out
-        _wait("the JVM gone", lambda: not _alive(jvm))
+        _wait("the JVM gone", lambda: not process_alive(jvm))
     finally:
         if supervisor.poll() is None:
             supervisor.kill()

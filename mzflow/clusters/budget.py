@@ -36,6 +36,7 @@ from mzflow import config
 from mzflow.catalog import sizes
 from mzflow.catalog.model import Cluster
 from mzflow.errors import Error
+from mzflow.storage import processes
 from mzflow.storage.processes import process_alive
 
 LOCK = "lock"
@@ -44,7 +45,7 @@ LOCK = "lock"
 JVM_OVERHEAD_SHARE, JVM_OVERHEAD_MIN = 0.10, 384 << 20
 # A tick service with mzflow's runtime imported (pyarrow, pandas, sqlglot, SQLAlchemy,
 # pyspark's Connect client) and its supervisor, before any hot arrangement: measured at
-# 150-300 MB and 15 MB resident (scripts/warm_memory.py, the soaks' services).
+# 150-300 MB and 15 MB resident (scripts/soakmem.py, the soaks' services).
 SERVICE_BASE = 512 << 20
 
 
@@ -256,13 +257,7 @@ def _idle_note(entry: Entry) -> str:
 
 def rss(pid: int) -> int | None:
     """The resident memory of ``pid`` in bytes (None: gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return 0  # a zombie has no VmRSS line
+    return processes.rss_bytes(pid)
 
 
 def _children() -> dict[int, list[int]]:

@@ -1,5 +1,6 @@
-"""Whether a process is alive: the standard library only, so that callers that must
-start fast (the CLI handing a tick to a cluster's tick service) can ask too."""
+"""Whether a process is alive, and its resident memory: the standard library only, so
+that callers that must start fast (the CLI handing a tick to a cluster's tick service)
+can ask too. The one reader of /proc for mzflow, its soak and its benchmarks."""
 
 from __future__ import annotations
 
@@ -21,3 +22,15 @@ def process_alive(pid: int) -> bool:
     except (OSError, IndexError):
         return True
     return state not in ("Z", "X")
+
+
+def rss_bytes(pid: int | str = "self") -> int | None:
+    """The resident memory of ``pid`` (or this process) in bytes; None when it is gone,
+    0 for a zombie (it has no VmRSS line)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return 0

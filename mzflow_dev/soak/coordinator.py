@@ -250,12 +250,12 @@ class Soak:
         p = next(p for p in self.procs if p.role == "ticker")
         assert p.popen is not None
         group = 0
-        py = _rss(p.popen.pid)
+        py = warm.rss_kb(p.popen.pid)
         for pid in os.listdir("/proc"):
             if pid.isdigit():
                 try:
                     if os.getpgid(int(pid)) == p.popen.pid:
-                        group += _rss(int(pid))
+                        group += warm.rss_kb(int(pid))
                 except OSError:
                     continue
         ticks = sum(1 for r in records(self.journals / "ticker.jsonl")
@@ -440,14 +440,3 @@ class Soak:
                     first = rec["msg"].splitlines()[0][:160] if rec["msg"] else ""
                     out[f"{tag}{rec['op']}: {rec['type']}: {first}"] += 1
         return out
-
-
-def _rss(pid: int) -> int:
-    """Resident set size in kB (0 when gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0

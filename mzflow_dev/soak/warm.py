@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mzflow.storage.processes import process_alive, rss_bytes
+
 # Kinds of warm process, as the summary counts their kills.
 SERVER, SERVICE = "cluster Spark server", "tick service"
 
@@ -47,21 +49,6 @@ class Report:
     served: bool  # by the cluster's tick service (else in the ticker's process)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (killed, not yet reaped by its supervisor) is not alive.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
 def processes(home: Path) -> list[Warm]:
     """The running warm processes of every cluster of ``home``."""
     out = []
@@ -73,7 +60,7 @@ def processes(home: Path) -> list[Warm]:
                 pid = int(record[field])
             except (OSError, ValueError, KeyError):
                 continue
-            if _alive(pid):
+            if process_alive(pid):
                 out.append(Warm(kind, where.name, str(record.get("cluster", "?")), pid))
     return out
 
@@ -130,13 +117,7 @@ def _group_alive(pgid: int) -> bool:
 
 def rss_kb(pid: int) -> int:
     """Resident set size in kB (0 when gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return (rss_bytes(pid) or 0) // 1024
 
 
 def tick(conn: Any, view: str, cluster: str) -> list[Report]:
