@@ -38,11 +38,13 @@ def tuning(value: str = "8GB") -> config.Tuning:
     return config.Tuning(warm_memory_budget=config.tuning_value("warm_memory_budget", value))
 
 
-def put(registry: Path, pid: int, cluster: str, declared: int, home: str = "/h") -> Path:
+def put(registry: Path, pid: int, cluster: str, declared: int, home: str = "/h",
+        cluster_id: int = 2) -> Path:
     registry.mkdir(parents=True, exist_ok=True)
     path = budget.entry_path(registry, pid)
     path.write_text(json.dumps({"pid": pid, "home": home, "cluster": cluster,
-                                "cluster_id": 2, "declared": declared, "started_at": 0}))
+                                "cluster_id": cluster_id, "declared": declared,
+                                "started_at": 0}))
     return path
 
 
@@ -211,7 +213,7 @@ def test_cluster_status_shows_each_process_memory_idle_time_and_the_budget(
     (where / "last_used").touch()
     then = time.time() - 150
     os.utime(where / "last_used", (then, then))
-    put(registry, me, "etl", 2 * GB, str(home))
+    put(registry, me, "etl", 2 * GB, str(home), etl.id)
     put(registry, DEAD, "gone", 2 * GB, "/gone")  # no such process: not shown
     assert cli.main(["--home", str(home), "cluster", "status"]) == 0
     out = capsys.readouterr().out
@@ -225,6 +227,13 @@ def test_cluster_status_shows_each_process_memory_idle_time_and_the_budget(
     assert cells[6] == "2.0GB"
     assert re.fullmatch(r"2 min 3\d s", cells[7]), cells
     assert "gone" not in out
+    # Named as the catalog names the process's cluster now, not as when it started.
+    with mzflow.connect(str(home)) as conn:
+        conn.execute("CREATE CLUSTER etl_next (SIZE = 'xsmall')")
+        conn.execute("ALTER CLUSTER etl SWAP WITH etl_next")
+    assert cli.main(["--home", str(home), "cluster", "status"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if str(home) in line)
+    assert [c.strip() for c in row.split("|")][:3] == ["etl_next", str(home), str(me)]
 
 
 def _newest_tick_ran_on(home: Path, view: str) -> str:

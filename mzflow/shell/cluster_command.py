@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
+from pathlib import Path
 from typing import Any
 
 from mzflow import config
@@ -26,7 +27,11 @@ def run(conn: Any, args: argparse.Namespace) -> int:
         if args.cluster_command == "status":
             print(home_table(cfg, snap))
             print()
-            print(machine_table(budget.registry_folder(cfg), config.tuning(snap.settings)))
+            # Each process registered its cluster's name when it started; this home's are
+            # named as they are now (ALTER CLUSTER … SWAP WITH / RENAME TO since).
+            names = {(str(Path(cfg.home).resolve()), c.id): c.name for c in snap.clusters}
+            print(machine_table(budget.registry_folder(cfg), config.tuning(snap.settings),
+                                names))
             return 0
         found = snap.cluster_by_name(args.name)
         if args.cluster_command == "stop":
@@ -80,11 +85,15 @@ def _idle(seconds: float | None) -> str:
     return f"{s // 60} min {s % 60} s" if s >= 60 else f"{s} s"
 
 
-def machine_table(registry: Any, tuning: config.Tuning) -> str:
-    """Every warm cluster process on the machine, and the budget they share."""
+def machine_table(registry: Any, tuning: config.Tuning,
+                  names: dict[tuple[str, int], str] | None = None) -> str:
+    """Every warm cluster process on the machine, and the budget they share. ``names``:
+    clusters' current names by (resolved home, cluster id); else as registered."""
     found = budget.usage(registry)
     declared = sum(u.entry.declared for u in found)
-    rows = [(u.entry.cluster, u.entry.home, str(u.entry.pid), _mem(u.server),
+    names = names or {}
+    rows = [(names.get((str(Path(u.entry.home).resolve()), u.entry.cluster_id),
+                       u.entry.cluster), u.entry.home, str(u.entry.pid), _mem(u.server),
              _mem(u.service), _mem(u.supervisor), budget.human(u.entry.declared),
              _idle(u.idle_seconds)) for u in found]
     title = (f"warm processes on this machine: {budget.human(declared)} declared of "
