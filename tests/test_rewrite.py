@@ -26,9 +26,7 @@ from mzflow.storage.shard import DIFF
 N = 4_000
 
 
-@pytest.fixture(autouse=True)
-def _small_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rewrite, "MIN_ROWS", 100)
+MIN = 100  # staged_write_min_rows for these small shards
 
 
 def _shard(tmp_path: Path, files: int = 4) -> Shard:
@@ -69,7 +67,7 @@ def test_a_staged_update_commits_what_a_merge_would(tmp_path: Path) -> None:
     new = _replace(staged_shard, ids, -1)
     before = staged_shard.version()
     staged = rewrite.stage(staged_shard, before, staged_shard.arrow_schema(before),
-                           file_size=1 << 24, replace=new)
+                           file_size=1 << 24, min_rows=MIN, replace=new)
     assert staged is not None
     assert len(staged.removes) == 3  # file 3 holds none of the ids: kept as it is
     assert staged_shard.version() == before  # nothing committed yet
@@ -105,7 +103,8 @@ def test_a_staged_delete_keeps_the_other_rows_and_an_added_column(tmp_path: Path
     for k in gone.to_pylist():
         expected[(k, k % 10, k, None)] -= 1  # k, x, row id, y
     v = shard.version()
-    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24, delete=gone)
+    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24, min_rows=MIN,
+                           delete=gone)
     assert staged is not None and staged.changed == 3000 + 3000 - len(gone)
     rewrite.commit(shard, staged, 8, ("app", 1))
     assert _rows(shard) == +expected
@@ -117,10 +116,10 @@ def test_small_changes_and_a_small_share_of_their_files_merge_instead(
     shard = _shard(tmp_path, files=1)
     v = shard.version()
     schema = shard.arrow_schema(v)
-    assert rewrite.stage(shard, v, schema, file_size=1 << 24,
-                         delete=pa.array(range(50), pa.int64())) is None  # < MIN_ROWS
+    assert rewrite.stage(shard, v, schema, file_size=1 << 24, min_rows=MIN,
+                         delete=pa.array(range(50), pa.int64())) is None  # < min_rows
     # 200 rows of a 4,000-row file: the change feed would carry 20× the changes.
-    assert rewrite.stage(shard, v, schema, file_size=1 << 24,
+    assert rewrite.stage(shard, v, schema, file_size=1 << 24, min_rows=MIN,
                          delete=pa.array(range(200), pa.int64())) is None
     assert _staging_left(shard) == []
 
@@ -130,7 +129,7 @@ def test_a_shard_that_moved_on_gets_nothing_and_keeps_no_staged_file(
     shard = _shard(tmp_path)
     before = _rows(shard)
     v = shard.version()
-    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24,
+    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24, min_rows=MIN,
                            delete=pa.array(range(1000, 2000), pa.int64()))
     assert staged is not None and _staging_left(shard)
     shard.append(pa.table({"k": pa.array([-1], pa.int64()), "x": pa.array([0], pa.int64()),
@@ -148,7 +147,7 @@ def test_a_failed_commit_leaves_no_file_in_the_shard(tmp_path: Path,
     shard = _shard(tmp_path)
     files_before = sorted(p.name for p in shard.path.glob("*.parquet"))
     v = shard.version()
-    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24,
+    staged = rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24, min_rows=MIN,
                            delete=pa.array(range(1000, 2000), pa.int64()))
     assert staged is not None
 

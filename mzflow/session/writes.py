@@ -405,8 +405,10 @@ class TableWrites:
         version = versions.get(str(shard.path))
         if version is None:
             return None
+        tuning = config.tuning(snap.settings)
         return rewrite.stage(shard, version, shard.arrow_schema(version),
-                             file_size=config.tuning(snap.settings).file_size, **change)
+                             file_size=tuning.file_size,
+                             min_rows=tuning.staged_write_min_rows, **change)
 
     def copy(self, stmt: exp.Copy, key: IdempotencyKey | None = None) -> WriteResult:
         if not stmt.args.get("kind"):

@@ -14,7 +14,7 @@ Such a commit has no change-data files: Delta's change feed then reads its remov
 files as deletions and its added ones as insertions, and ``Shard.diffs`` consolidates
 the rows that did not change away. That costs a tick the whole files, where a MERGE's
 change files hold only the changed rows, so only changes that are large, and a large
-share of the files they touch, are staged (``MIN_ROWS``, ``MIN_SHARE``); the rest merge
+share of the files they touch, are staged (``staged_write_min_rows``, ``MIN_SHARE``); the rest merge
 under the lock as before. Partitioned shards always merge (their files' partition
 values would have to be put back into the rows).
 """
@@ -38,9 +38,6 @@ from mzflow.catalog.model import ROWID
 from mzflow.storage.commits import ROWS_CHANGED_KEY, commit_props
 from mzflow.storage.errors import writes
 
-# Below this many changed rows a MERGE under the lock takes ~0.2 s or less (50 k rows:
-# 0.23 s, bench/write_lock.py), and keeps the change feed to the changed rows.
-MIN_ROWS = 100_000
 # Changed rows over the rows of the files they touch: a staged rewrite's change feed
 # holds every row of those files (twice); at a quarter, at most 4× a MERGE's.
 MIN_SHARE = 0.25
@@ -71,12 +68,13 @@ class Staged:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int,
+def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int, min_rows: int,
           replace: pa.Table | None = None, delete: pa.Array | None = None
           ) -> Staged | None:
     """Stage replacing the rows of ``replace`` (by row id) or deleting the row ids
     ``delete`` in ``shard`` as of ``version``; None when the change should merge under
-    the lock instead (small, a small share of its files, or a partitioned shard).
+    the lock instead (under ``min_rows``, ``staged_write_min_rows``: a MERGE of 50 k
+    rows holds the lock 0.23 s; a small share of its files; a partitioned shard).
     ``schema``: the shard's full Arrow schema (row ids included), which kept rows of
     files older than an ADD COLUMN are brought to."""
     import pyarrow.parquet as pq
@@ -84,7 +82,7 @@ def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int,
 
     ids = (replace.column(ROWID) if replace is not None else delete)
     assert ids is not None
-    if len(ids) < MIN_ROWS or shard.partitioned_by():
+    if len(ids) == 0 or len(ids) < min_rows or shard.partitioned_by():
         return None
     sweep(shard.path)
     ids = pc.unique(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)

@@ -82,8 +82,16 @@ QUARANTINE_COLS = "k int, name text, w int, _mz_expectations text, " \
 SINKS = {"s_t2": "t2", "s_t3": "mv_t3"}
 
 
+STAGED_WRITE_MIN_ROWS = 5
+
+
 def setup_sql(retain: str, sink_dir: str) -> list[str]:
-    out = [f"ALTER SYSTEM SET retain_history = '{retain}'"]
+    out = [f"ALTER SYSTEM SET retain_history = '{retain}'",
+           # The writers' UPDATEs and DELETEs match a few rows each: from 5, they write
+           # their files before the lock and commit them under it (storage/rewrite.py)
+           # when they are a quarter of the files they touch, so kills and full disks
+           # meet that path too; the rest merge under the lock.
+           f"ALTER SYSTEM SET staged_write_min_rows = {STAGED_WRITE_MIN_ROWS}"]
     out += [f"CREATE CLUSTER {c} SIZE 'small'" for c in CLUSTERS]
     out += [f"CREATE TABLE {t} ({cols})" for t, cols in TABLES.items()]
     # A projection and an expectation from the start (the DDL worker may drop them), so
