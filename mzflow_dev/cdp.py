@@ -29,8 +29,9 @@ def find_chromium() -> str | None:
 class Browser:
     """One page (tab) of a headless Chromium."""
 
-    def __init__(self, ws: Any):
+    def __init__(self, ws: Any, pgid: int = 0):
         self.ws = ws
+        self.pgid = pgid  # the browser's process group (its own session)
         self._id = 0
 
     def send(self, method: str, **params: Any) -> dict[str, Any]:
@@ -88,8 +89,10 @@ class Browser:
 
 @contextmanager
 def chromium(binary: str, width: int = 1600, height: int = 1000) -> Iterator[Browser]:
-    """A headless Chromium on a private profile and a free debugging port; stopped (its
-    own process only) on exit."""
+    """A headless Chromium on a private profile and a free debugging port; stopped on
+    exit with its process group (its own session): the binary may be a wrapper whose
+    browser, zygotes and renderers outlived a terminate of the wrapper alone (two
+    browsers were left running for an hour after the UI tests)."""
     from websockets.sync.client import connect
 
     profile = Path(tempfile.mkdtemp(prefix="mzflow-chromium-"))
@@ -111,14 +114,30 @@ def chromium(binary: str, width: int = 1600, height: int = 1000) -> Iterator[Bro
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
             page = next(t for t in json.loads(r.read()) if t["type"] == "page")
         with connect(page["webSocketDebuggerUrl"], max_size=None) as ws:
-            browser = Browser(ws)
+            browser = Browser(ws, proc.pid)
             browser.send("Page.enable")
             yield browser
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        _stop_group(proc)
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group, then SIGKILL to whatever is left of it."""
+    import os
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            proc.poll()
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+    proc.poll()

@@ -358,5 +358,8 @@ def test_chromium_clicks_through_the_plugin_under_a_base_url(tmp_path: Path) -> 
                 "/af/mzflow/dag/mzflow_a", "cluster a"))
             page.screenshot(tmp_path / "cluster.png")
             assert (tmp_path / "catalog.png").stat().st_size > 10_000
+        # The browser's whole process group is gone (its renderers outlived it once).
+        with pytest.raises(ProcessLookupError):
+            os.killpg(page.pgid, 0)
     finally:
         server.stop()
