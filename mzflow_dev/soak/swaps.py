@@ -10,14 +10,19 @@ the checker knows which definition any index or read of the view has: the oracle
 DuckDB's view ``mv_swap_g<gen>``.
 
 The worker is killed like the others, mid-apply too; on restart it continues an
-unfinished apply with ``--resume`` before starting a new one. A process reads the view
-throughout (serializable: what its index holds), journaling each read with the time it
-read at. The invariants: no read fails, each read sees one generation whole (the
-oracle's rows for it at the read's time: never empty, never half-built), every index
-of the view equals its generation's oracle, and after a finished apply the live view
-has the new generation. An apply refused because the catalog moved meanwhile (the DDL
-worker created or dropped a view between the file and the plan) is counted, not an
-error of mzflow's.
+unfinished apply with ``--resume`` before starting a new one. A resume that cannot
+succeed (refused: its file went stale, the DDL worker having added a column to a table
+since; or failed ``RESUME_TRIES`` times in a row) is abandoned with ``apply --abort``
+(journaled ``aborted``), and a new apply starts with a fresh file; past the swap the
+abort is refused and --resume finishes the apply. A process reads the view throughout
+(serializable: what its index holds), journaling each read with the time it read at.
+The invariants: no read fails, each read sees one generation whole (the oracle's rows
+for it at the read's time: never empty, never half-built), every index of the view
+equals its generation's oracle, after a finished apply the live view has the new
+generation, and an aborted generation never goes live (no read, finished apply or live
+view has one). An apply refused because the catalog moved meanwhile (the DDL worker
+created or dropped a view between the file and the plan) is counted, not an error of
+mzflow's.
 """
 
 from __future__ import annotations
