@@ -111,6 +111,47 @@ def test_the_oracle_follows_the_views_generations(tmp_path: Path) -> None:
     assert "mv_swap_g0 at 20" not in found
 
 
+def test_an_aborted_generation_never_goes_live(tmp_path: Path) -> None:
+    """Why the worker aborts: a file written before the DDL worker added a column plans
+    a refusal (so its --resume is refused for good). And the checker's rule after an
+    abort: a read, a finished apply or the live view with an aborted generation is a
+    violation, also when the read was journaled before the abort."""
+    conn = _soak_catalog(tmp_path)
+    try:
+        stale = swaps.desired_sql(conn.store.snapshot(), 3)
+        conn.execute("ALTER TABLE t3 ADD COLUMN x6 int")
+        moved = conn.store.snapshot()
+        assert diff.diff(moved, desired.replay(stale).snapshot).refusals
+        assert not diff.diff(moved, desired.replay(swaps.desired_sql(moved, 4)).snapshot
+                             ).refusals  # a fresh file plans
+        cols = ["gen", "k", "n", "sv"]
+        journals = _journal(tmp_path, [
+            {"ev": "start", "gen": 3, "sql": stale},
+            {"ev": "swap_read", "started": 1.0, "at": 20, "columns": cols,
+             "rows": [[0, 1, 2, 12]]},
+            {"ev": "swap_read", "started": 2.0, "at": 30, "columns": cols,
+             "rows": [[3, 1, 2, 12]]},  # never live: a violation found after the abort
+            {"ev": "aborted", "gen": 3, "staged_gen": 3},
+            {"ev": "start", "gen": 4, "sql": "…"},
+            {"ev": "done", "gen": 4, "live_gen": 4},
+        ])
+        checker = Checker(tmp_path / "home", journals)
+        swaps.read_probes(journals, {}, checker.fail, checker.counts)
+        assert checker.counts["blue/green applies aborted"] == 1
+        swaps.check_aborted(journals, moved, checker.fail, checker.counts)
+        assert checker.violations == [
+            "a read of bg.mv_swap at 30 saw generation 3, whose apply was aborted"]
+        # The live view itself with the aborted generation.
+        conn.execute("DROP MATERIALIZED VIEW bg.mv_swap")
+        conn.execute(f"CREATE MATERIALIZED VIEW bg.mv_swap IN CLUSTER c3 AS {swaps.select(3)}")
+        swaps.check_aborted(journals, conn.store.snapshot(), checker.fail, checker.counts)
+        assert checker.violations[-1] == (
+            "the live bg.mv_swap has generation 3, whose apply was aborted")
+        assert checker.counts["aborted generation checks"] == 2
+    finally:
+        conn.close()
+
+
 def test_warm_processes_from_their_records(tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"

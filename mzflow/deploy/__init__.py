@@ -20,9 +20,12 @@ def add_parsers(sub: Any) -> None:
         description="Plan (as mzflow plan), then run the statements that take the live "
                     "catalog there, printing each. Refuses, changing nothing, when the "
                     "plan has refusals or the catalog moved (--catalog-version). "
+                    "--blue-green swaps the changed schemas in once hydrated; "
+                    "--resume continues one that stopped, --abort abandons it. "
                     "docs/deploy.md")
     for p in (plan, apply):
-        p.add_argument("-f", "--file", required=True, metavar="FILE",
+        # (apply --abort needs no file: main checks the others have one)
+        p.add_argument("-f", "--file", required=p is plan, metavar="FILE",
                        help="the desired catalog (CREATE statements); '-': stdin")
     plan.add_argument("--json", action="store_true", help="the plan as JSON")
     apply.add_argument("--catalog-version", type=int, metavar="N",
@@ -33,6 +36,12 @@ def add_parsers(sub: Any) -> None:
                             "they are hydrated and fresh, then swap them in atomically")
     apply.add_argument("--resume", action="store_true",
                        help="continue a blue/green apply that stopped, from its last step")
+    apply.add_argument("--abort", action="store_true",
+                       help="abandon a blue/green apply that stopped before its swap: "
+                            "drop the schemas and clusters it staged (*_mzflow_deploy) "
+                            "and its record, so a new apply can start; the live version "
+                            "is untouched. No -f. Refused once it swapped (--resume "
+                            "finishes it); with nothing in progress it says so, exit 0")
     apply.add_argument("--lag-threshold", type=int, default=1000, metavar="MS",
                        help="blue/green: the staged indexes' lag that is fresh enough "
                             "(default 1000)")

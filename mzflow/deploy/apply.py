@@ -107,6 +107,19 @@ def run(conn: object, text: str, expect_version: int | None, source: str,
 
     assert isinstance(conn, mzflow.Connection)
     live = conn.store.snapshot()
+    from mzflow.deploy import bluegreen
+
+    recorded = bluegreen.load_state(conn.config.home) if resume else None
+    unfinished = recorded is not None and recorded.step != "done"
+    if recorded is not None and unfinished and recorded.aborting:
+        raise bluegreen.in_progress(live, recorded)  # only --abort goes on
+    if recorded is not None and unfinished and bluegreen.past_swap(live, recorded):
+        # Past the swap only the clean-up is left, which needs no file: a file gone stale
+        # since (the catalog moved: its plan is refused) must not leave the old version
+        # staged forever, when --abort can no longer undo the swap.
+        print("resuming past the swap: the file is not planned again\n", file=out)
+        return bluegreen.run(conn, None, None, resume=True, lag_ms=lag_ms,
+                             timeout_s=timeout_s, out=out)
     if expect_version is not None and live.version != expect_version and not resume:
         raise SerializationFailure(f"the catalog changed since the plan was made (version "
                            f"{expect_version}, now {live.version})", hint="plan again")
@@ -118,11 +131,12 @@ def run(conn: object, text: str, expect_version: int | None, source: str,
     print(render(plan, source), file=out)
     if plan.refused or plan.refusals:
         print("\nnothing applied: the plan has refusals", file=out)
+        if unfinished:
+            print("the blue/green apply stays stopped: apply --resume once the file "
+                  "plans again, or apply --abort to abandon it", file=out)
         return 1
     print("", file=out)
     if blue_green or resume:
-        from mzflow.deploy import bluegreen
-
         return bluegreen.run(conn, wanted, d, resume=resume, lag_ms=lag_ms,
                              timeout_s=timeout_s, out=out)
     todo = statements(live, wanted, d)

@@ -20,7 +20,8 @@ The unit is a whole schema and the clusters that maintain it, as in Materialize:
 Each step is recorded in ``<home>/deploy/state.json`` when it is done. A failure (or a
 kill) at any step leaves the live version serving; ``--resume`` continues from the
 recorded step (staged objects that exist are kept, ticks are idempotent, a swap is
-done once). Refused, changing nothing: tables in a deployed schema (they hold data a
+done once), and ``--abort`` (before the swap) drops what was staged and forgets the
+apply (``abort``). Refused, changing nothing: tables in a deployed schema (they hold data a
 swap would hide: keep them in a schema of their own), table or cluster changes in the
 plan, a deployed cluster that also maintains objects outside the deployed schemas, and
 an object outside them that reads one inside (after the swap it would read the old one).
@@ -58,6 +59,9 @@ class State:
     # but was not recorded (killed right after its commit) is seen by them, and is
     # never done twice (a second swap would swap back).
     staged: dict[str, str] = field(default_factory=dict)
+    # Set when --abort begins, before it drops anything: an abort killed midway is
+    # finished by the next --abort, and nothing else may run on the half-dropped twins.
+    aborting: bool = False
 
 
 def state_path(home: Path) -> Path:
@@ -260,26 +264,55 @@ def clean_up(conn: object, state: State, out: TextIO, drain_s: float = DRAIN_SEC
         _run(conn, f'DROP CLUSTER IF EXISTS "{c}{SUFFIX}" CASCADE', out)
 
 
-def run(conn: object, wanted: desired_mod.Desired, d: diff_mod.Diff, *, resume: bool,
-        lag_ms: int, timeout_s: float, out: TextIO) -> int:
+def past_swap(snap: Snapshot, state: State) -> bool:
+    """Has the apply swapped (recorded, or seen by a live name holding a staged id)?
+    Past that, the old version is gone from the live names: only --resume goes on."""
+    if state.step in ("swapped", "done"):
+        return True
+    live = {f"schema:{s.name}": s.id for s in snap.schemas} | {
+        f"cluster:{c.name}": str(c.id) for c in snap.clusters}
+    return any(live.get(key) == staged_id for key, staged_id in state.staged.items())
+
+
+def in_progress(snap: Snapshot, recorded: State) -> BlueGreenRefused:
+    """The refusal of a new apply while ``recorded`` is unfinished, with the way on."""
+    what = f"(schemas {', '.join(recorded.schemas)})"
+    if recorded.aborting:
+        return BlueGreenRefused(f"a blue/green apply is being aborted {what}",
+                                hint="run apply --abort to finish it")
+    return BlueGreenRefused(
+        f"a blue/green apply stopped after step '{recorded.step or 'start'}' {what}",
+        hint="run apply --resume" if past_swap(snap, recorded) else
+        "run apply --resume, or apply --abort to abandon it")
+
+
+def run(conn: object, wanted: desired_mod.Desired | None, d: diff_mod.Diff | None, *,
+        resume: bool, lag_ms: int, timeout_s: float, out: TextIO) -> int:
+    """Deploy ``wanted`` (``d``: its diff against the live catalog), or with ``resume``
+    continue the recorded apply (``wanted`` may then be None past the staging)."""
     import mzflow
 
     assert isinstance(conn, mzflow.Connection)
     home = conn.config.home
     recorded = load_state(home)
-    if recorded is not None and recorded.step != "done" and not resume:
-        raise BlueGreenRefused(
-            f"a blue/green apply stopped after step '{recorded.step or 'start'}' "
-            f"(schemas {', '.join(recorded.schemas)})", hint="run apply --resume")
+    if recorded is not None and recorded.step != "done" and (
+            not resume or recorded.aborting):
+        raise in_progress(conn.store.snapshot(), recorded)
     if resume and recorded is not None and recorded.step != "done":
         state = recorded
     else:
+        assert wanted is not None and d is not None
         state = scope(conn.store.snapshot(), wanted.snapshot, d)
         if not state.schemas:
             print("nothing to deploy", file=out)
             return 0
         _save(home, state)
-    steps = (("staged", lambda: stage(conn, wanted, state, out)),
+
+    def staging() -> None:
+        assert wanted is not None, "staging needs the desired file"
+        stage(conn, wanted, state, out)
+
+    steps = (("staged", staging),
              ("hydrated", lambda: hydrate(conn, state, lag_ms, timeout_s, out)),
              ("swapped", lambda: swap(conn, state, out)),
              ("done", lambda: clean_up(conn, state, out)))
@@ -294,3 +327,68 @@ def run(conn: object, wanted: desired_mod.Desired, d: diff_mod.Diff, *, resume: 
     print(f"deployed: {', '.join(state.schemas)} (clusters {', '.join(state.clusters)})",
           file=out)
     return 0
+
+
+def abort(conn: object, out: TextIO) -> int:
+    """``mzflow apply --abort``: abandon an unfinished apply before its swap. The staged
+    twins go (``DROP … CASCADE``), then the record, so that a new apply can start; the
+    live version is never touched. Refused past the swap (the new version is live: only
+    --resume finishes it) and when dropping the twins would take anything that is not
+    part of the apply with them. Crash-safe as the steps are: ``aborting`` is recorded
+    before the first drop, the drops are ``IF EXISTS``, the record goes last; a kill
+    midway leaves an apply that only another --abort continues."""
+    import mzflow
+
+    assert isinstance(conn, mzflow.Connection)
+    home = conn.config.home
+    state = load_state(home)
+    if state is None or state.step == "done":
+        print("no blue/green apply in progress: nothing to abort", file=out)
+        return 0
+    what = f"schemas {', '.join(state.schemas)}"
+    snap = conn.store.snapshot()
+    if past_swap(snap, state):
+        raise BlueGreenRefused(
+            f"cannot abort the blue/green apply of {what}: it already swapped, the new "
+            "version is live", hint="run apply --resume to finish it")
+    _check_twins(snap, state)
+    if not state.aborting:
+        state.aborting = True
+        _save(home, state)
+    print(f"aborting the blue/green apply of {what} (stopped after step "
+          f"'{state.step or 'start'}'):", file=out)
+    for s in state.schemas:
+        _run(conn, f'DROP SCHEMA IF EXISTS "{s}{SUFFIX}" CASCADE', out)
+    for c in state.clusters:
+        _run(conn, f'DROP CLUSTER IF EXISTS "{c}{SUFFIX}" CASCADE', out)
+    state_path(home).unlink(missing_ok=True)  # last: a new apply may start now
+    print(f"aborted: the live {what} serve on unchanged", file=out)
+    return 0
+
+
+def _check_twins(snap: Snapshot, state: State) -> None:
+    """Refuse unless the twins are the ones this apply staged (by the ids it recorded
+    once staged; before that, the names are its own) and nothing outside them would go
+    with them."""
+    schemas = {s + SUFFIX for s in state.schemas}
+    for s in state.schemas:
+        found, recorded = snap.schema_named(s + SUFFIX), state.staged.get(f"schema:{s}")
+        if found is not None and recorded is not None and found.id != recorded:
+            raise BlueGreenRefused(f"schema {s}{SUFFIX} is not the one the apply staged",
+                                   hint="drop it by hand if it should go")
+    clusters = set()
+    for c in state.clusters:
+        twin, recorded = snap.find_cluster(c + SUFFIX), state.staged.get(f"cluster:{c}")
+        if twin is not None and recorded is not None and str(twin.id) != recorded:
+            raise BlueGreenRefused(f"cluster {c}{SUFFIX} is not the one the apply staged",
+                                   hint="drop it by hand if it should go")
+        if twin is not None:
+            clusters.add(twin.id)
+    inside = [i for i in snap.items if i.schema in schemas
+              or (i.kind in (INDEX, SINK) and i.cluster_id in clusters)]
+    outside = [i for i in inside + diff_mod.readers(snap, inside) if i.schema not in schemas]
+    if outside:
+        raise BlueGreenRefused(
+            f"cannot abort: {outside[0].kind_word} {outside[0].qualified_name} depends on "
+            "what the blue/green apply staged, and is not part of it",
+            hint="drop it first: an abort drops only what the apply staged")

@@ -84,6 +84,11 @@ def main(args: Any, command: str) -> int:
 
     import mzflow
 
+    if command == "apply" and args.abort:
+        return _abort(args)
+    if args.file is None:
+        print("ERROR: apply needs -f FILE (or --abort)", file=sys.stderr)
+        return 2
     try:
         text = (sys.stdin.read() if args.file == "-"
                 else Path(args.file).read_text(encoding="utf-8"))
@@ -107,3 +112,24 @@ def main(args: Any, command: str) -> int:
             return 1
     print(json.dumps(plan.to_json(), indent=2) if args.json else render(plan, args.file))
     return 1 if plan.refused or plan.refusals else 0
+
+
+def _abort(args: Any) -> int:
+    """``apply --abort``: 0 when aborted or nothing was in progress, 1 when refused."""
+    import sys
+
+    import mzflow
+    from mzflow.deploy import bluegreen
+
+    others = [f for f, on in (("-f", args.file is not None), ("--blue-green", args.blue_green),
+                               ("--resume", args.resume),
+                               ("--catalog-version", args.catalog_version is not None)) if on]
+    if others:
+        print(f"ERROR: --abort takes no {', '.join(others)}", file=sys.stderr)
+        return 2
+    with mzflow.connect(args.home, catalog_url=args.catalog_url) as conn:
+        try:
+            return bluegreen.abort(conn, sys.stdout)
+        except mzflow.Error as e:
+            print(f"ERROR: {e}", file=sys.stderr)
+            return 1

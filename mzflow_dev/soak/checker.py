@@ -253,6 +253,7 @@ class Checker:
             probes += wire_check.read_probes(self)  # reads through `mzflow serve`
             probes += swaps.read_probes(self.journals, self._reads_seen, self.fail,
                                         self.counts)
+            swaps.check_aborted(self.journals, snap, self.fail, self.counts)
             probes += self._quarantine_probe(snap, warehouse)
             # A replayed sub-history (replay.py) may lack a table: nothing to check.
             tables = {t: snap.find(t) for t in ops.TABLES if snap.find(t) is not None}

@@ -10,14 +10,19 @@ the checker knows which definition any index or read of the view has: the oracle
 DuckDB's view ``mv_swap_g<gen>``.
 
 The worker is killed like the others, mid-apply too; on restart it continues an
-unfinished apply with ``--resume`` before starting a new one. A process reads the view
-throughout (serializable: what its index holds), journaling each read with the time it
-read at. The invariants: no read fails, each read sees one generation whole (the
-oracle's rows for it at the read's time: never empty, never half-built), every index
-of the view equals its generation's oracle, and after a finished apply the live view
-has the new generation. An apply refused because the catalog moved meanwhile (the DDL
-worker created or dropped a view between the file and the plan) is counted, not an
-error of mzflow's.
+unfinished apply with ``--resume`` before starting a new one. A resume that cannot
+succeed (refused: its file went stale, the DDL worker having added a column to a table
+since; or failed ``RESUME_TRIES`` times in a row) is abandoned with ``apply --abort``
+(journaled ``aborted``), and a new apply starts with a fresh file; past the swap the
+abort is refused and --resume finishes the apply. A process reads the view throughout
+(serializable: what its index holds), journaling each read with the time it read at.
+The invariants: no read fails, each read sees one generation whole (the oracle's rows
+for it at the read's time: never empty, never half-built), every index of the view
+equals its generation's oracle, after a finished apply the live view has the new
+generation, and an aborted generation never goes live (no read, finished apply or live
+view has one). An apply refused because the catalog moved meanwhile (the DDL worker
+created or dropped a view between the file and the plan) is counted, not an error of
+mzflow's.
 """
 
 from __future__ import annotations
@@ -101,6 +106,10 @@ def desired_sql(snap: Any, gen: int) -> str:
 
 # -- the worker ----------------------------------------------------------------------
 
+# A resume that failed this many times in a row is given up: the apply is aborted.
+RESUME_TRIES = 3
+
+
 def worker(args: dict[str, Any], conn: Any, j: Journal) -> None:
     from mzflow.deploy import apply, bluegreen
 
@@ -115,11 +124,25 @@ def worker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                                json.dumps(args)])
     pace = random.Random(f"{args['seed']}/swaps/{os.getpid()}")
     first = True
+    fails = 0  # the unfinished apply's failed runs in a row (RESUME_TRIES: give up)
     try:
         while not os.path.exists(args["stop"]):
             state = bluegreen.load_state(home)
-            resume = state is not None and state.step != "done" and last_text is not None
-            if not resume:
+            unfinished = state is not None and state.step != "done"
+            if state is not None and unfinished and (
+                    state.aborting or last_text is None or fails >= RESUME_TRIES):
+                # A resume that cannot succeed (its file went stale: the DDL worker
+                # added a column since; or it failed again and again): abandon it and
+                # start anew. Past the swap the abort is refused, and --resume finishes
+                # it without the file.
+                how = _abandon(conn, j, gen, home)
+                if how == "aborted":
+                    last_text, fails = None, 0
+                    continue
+                if how == "failed":
+                    _sleep(args, 2)
+                    continue
+            if not unfinished:
                 # The first apply once the tables have rows; then now and then.
                 pause = args.get("swap_pause", 40.0)
                 if _sleep(args, pace.uniform(15, 30) if first else
@@ -128,41 +151,67 @@ def worker(args: dict[str, Any], conn: Any, j: Journal) -> None:
                 gen += 1
                 last_text = desired_sql(conn.store.snapshot(), gen)
                 j.write(ev="start", gen=gen, sql=last_text)
+                fails = 0
             first = False
-            assert last_text is not None
             out = io.StringIO()
-            j.write(ev="apply", gen=gen, resume=resume)
-            try:
-                code = apply.run(conn, last_text, None, "soak", out, blue_green=not resume,
-                                 resume=resume, lag_ms=120_000, timeout_s=240)
+            j.write(ev="apply", gen=gen, resume=unfinished)
+            code: int | None = None
+            try:  # (no file only past the swap, where --resume plans none)
+                code = apply.run(conn, last_text or "", None, "soak", out,
+                                 blue_green=not unfinished, resume=unfinished,
+                                 lag_ms=120_000, timeout_s=240)
             except Exception as exc:  # noqa: BLE001 - journaled; --resume continues it
                 if isinstance(exc, bluegreen.BlueGreenRefused):
                     j.write(ev="refused", gen=gen, msg=str(exc)[:500])
                 else:
                     _error(j, "apply", exc, gen=gen, out=out.getvalue()[-2000:])
-                after = bluegreen.load_state(home)
-                if after is None or after.step == "done":
-                    last_text = None  # nothing started (refused): the next one is new
-                _sleep(args, 2)
-                continue
+                refused = isinstance(exc, bluegreen.BlueGreenRefused)
+            else:
+                refused = code != 0
             state = bluegreen.load_state(home)
             if code == 0 and (state is None or state.step == "done"):
                 live = conn.store.snapshot().find(VIEW, SCHEMA)
-                j.write(ev="done", gen=gen, resumed=resume,
+                j.write(ev="done", gen=gen, resumed=unfinished,
                         live_gen=generation(live.create_sql) if live is not None else None,
                         out=out.getvalue()[-1500:])
-                last_text = None
-            else:  # refusals in the plan (the catalog moved): nothing changed
+                last_text, fails = None, 0
+                continue
+            if code is not None:  # refusals in the plan (the catalog moved)
                 j.write(ev="refused", gen=gen, code=code, out=out.getvalue()[-2000:])
-                if state is None or state.step == "done":
-                    last_text = None
-                _sleep(args, 2)
+            if state is None or state.step == "done":
+                last_text = None  # nothing started: the next one is new
+            else:  # a refused resume cannot succeed by trying again: abort it next
+                fails = RESUME_TRIES if refused else fails + 1
+            _sleep(args, 2)
     finally:
         try:  # it stops on the stop file too
             reader.wait(timeout=60 if os.path.exists(args["stop"]) else 0.1)
         except subprocess.TimeoutExpired:
             reader.kill()
             reader.wait()
+
+
+def _abandon(conn: Any, j: Journal, gen: int, home: Path) -> str:
+    """``apply --abort`` of the unfinished apply: "aborted", "past swap" (refused: the
+    new version is live) or "failed". Journaled with the generations it abandons: the
+    worker's and the staged view's (the same, unless a start was lost to a kill)."""
+    from mzflow.deploy import bluegreen
+
+    staged = conn.store.snapshot().find(VIEW, SCHEMA + bluegreen.SUFFIX)
+    staged_gen = generation(staged.create_sql) if staged is not None else None
+    out = io.StringIO()
+    try:
+        bluegreen.abort(conn, out)
+    except Exception as exc:  # noqa: BLE001 - journaled
+        state = bluegreen.load_state(home)
+        if isinstance(exc, bluegreen.BlueGreenRefused) and state is not None and (
+                bluegreen.past_swap(conn.store.snapshot(), state)):
+            j.write(ev="abort_refused", gen=gen, msg=str(exc)[:500])
+            return "past swap"
+        _error(j, "abort", exc, gen=gen, out=out.getvalue()[-2000:])
+        return "failed"
+    j.write(ev="aborted", gen=gen, staged_gen=staged_gen, out=out.getvalue()[-1500:])
+    return "aborted"
 
 
 def _sleep(args: dict[str, Any], seconds: float) -> bool:
@@ -289,9 +338,39 @@ def read_probes(journals: Path, seen: dict[str, int], fail: Any, counts: Counter
                      f"view has generation {rec.get('live_gen')}")
         elif ev == "refused" or ev == "error" and rec.get("op") == "apply":
             counts[f"blue/green applies {'refused' if ev == 'refused' else 'failed'}"] += 1
+        elif ev == "aborted":
+            counts["blue/green applies aborted"] += 1
+        elif ev == "abort_refused" or ev == "error" and rec.get("op") == "abort":
+            how = "refused (past the swap)" if ev == "abort_refused" else "failed"
+            counts[f"blue/green aborts {how}"] += 1
         elif ev == "apply" and rec.get("resume"):
             counts["blue/green applies resumed"] += 1
     return out
+
+
+def check_aborted(journals: Path, snap: Any, fail: Any, counts: Counter) -> None:
+    """An aborted generation never becomes live: no read of the view ever saw one
+    (before its abort or after), no apply finished with one, and the live view is none
+    (``snap``: the catalog now). The whole journal each pass: a read may be journaled
+    before the abort of the generation it saw."""
+    recs = list(records(journals / JOURNAL))
+    aborted = {g for r in recs if r.get("ev") == "aborted"
+               for g in (r["gen"], r.get("staged_gen")) if g is not None}
+    if not aborted:
+        return
+    counts["aborted generation checks"] += 1
+    for r in recs:
+        if r.get("ev") == "swap_read":
+            seen = {row[r["columns"].index("gen")] for row in r["rows"]} & aborted
+            if seen:
+                fail(f"a read of {SCHEMA}.{VIEW} at {r['at']} saw generation "
+                     f"{min(seen)}, whose apply was aborted")
+        elif r.get("ev") == "done" and r.get("live_gen") in aborted:
+            fail(f"the aborted generation {r['live_gen']} of {SCHEMA}.{VIEW} went live")
+    live = snap.find(VIEW, SCHEMA)
+    g = generation(live.create_sql) if live is not None else None
+    if g in aborted:
+        fail(f"the live {SCHEMA}.{VIEW} has generation {g}, whose apply was aborted")
 
 
 def _live_gen_at(journals: Path, t: float) -> int:
