@@ -52,6 +52,7 @@ def dbs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(runtime.SparkRuntime, "session", refuse)
     duck = duckdb.connect()
+    duck.execute("SET default_null_order = 'nulls_last_on_asc_first_on_desc'")  # PostgreSQL's
     with mzflow.connect(str(tmp_path / "home")) as conn:
         conn.execute("ALTER SYSTEM SET local_read_max_rows = 100000")
         for name in ("t1", "t2"):
@@ -162,3 +163,29 @@ def test_a_routed_read_the_projection_cannot_answer_reads_the_small_table(dbs: A
         conn, sql)
     with pytest.raises(SparkStarted):
         conn.execute(sql)
+
+
+# SELECTs over a derived table, routed or not (over t2, a projection of t1, both): the
+# evaluator's answer over the inner SELECT's result, at its bound types.
+DERIVED = [
+    "SELECT s, count(*) AS c FROM (SELECT k, s FROM t1 WHERE v > 3) AS d GROUP BY s",
+    "SELECT sum(x), max(k) FROM (SELECT k, sum(v) AS x FROM t1 GROUP BY k) AS d",
+    "SELECT k, v FROM (SELECT k, v FROM t1 ORDER BY v DESC, k LIMIT 4) AS d ORDER BY k, v",
+    "SELECT name, w * 2 AS w2 FROM (SELECT name, w FROM t2 WHERE k < 3) AS d "
+    "WHERE w IS NOT NULL ORDER BY w2 DESC",
+    f"SELECT n, count(*) FROM (SELECT k, n FROM {wire.VIEW} WHERE n > 0) AS d GROUP BY n",
+    "SELECT sum(total) FROM (SELECT name, sum(w) AS total FROM t2 GROUP BY name) AS d "
+    "WHERE name IS NOT NULL",
+    "SELECT b, c FROM (SELECT k, s FROM t1 WHERE k < 3) AS d (b, c) ORDER BY b, c NULLS FIRST",
+]
+
+
+def test_selects_over_derived_tables_are_answered_in_process(dbs: Any) -> None:
+    conn, _ = dbs
+    conn.execute(f"ALTER TABLE t2 ADD PROJECTION p2 ({ops.PROJECTIONS[4][1]})")
+    _insert(dbs, "t1", ROWS["t1"])
+    _insert(dbs, "t2", ROWS["t2"])
+    for sql in DERIVED:
+        ran = _read(dbs, sql)
+        assert ran["local_spark"] == 0 and ran["routed_arrow"] + ran["local_arrow"] == 1, (
+            sql, ran)

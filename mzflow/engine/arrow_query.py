@@ -77,9 +77,15 @@ def _columns(query: exp.Expr, table: pa.Table, types: Sequence[str]) -> list[pa.
         names = [e.alias_or_name for e in inner.expressions]
         bound = [e.unalias().type for e in inner.expressions]
         if len(set(names)) != len(names) or any(
-                not isinstance(t, exp.DataType) for t in bound) or not derived.alias:
+                not isinstance(t, exp.DataType) for t in bound) or not derived.alias or (
+                derived.args["alias"].columns):  # AS d (a, b) renames them
             raise Unsupported("a subquery without one bound type per named column")
         inner_types = [from_sqlglot(t) for t in bound]
+        for t in inner_types:
+            try:
+                parse_type(t)
+            except Error:  # a type with no Arrow form here: the IR path may have one
+                raise Unsupported(f"a subquery column of type {t}") from None
         table = pa.table(dict(zip(names, _columns(inner, table, inner_types), strict=True)))
         source.set("this", exp.table_(exp.to_identifier(derived.alias)))
     select, alias = _shape(query)
