@@ -189,3 +189,16 @@ def test_selects_over_derived_tables_are_answered_in_process(dbs: Any) -> None:
         ran = _read(dbs, sql)
         assert ran["local_spark"] == 0 and ran["routed_arrow"] + ran["local_arrow"] == 1, (
             sql, ran)
+
+
+def test_explain_says_when_parts_projected_on_the_fly_need_spark(dbs: Any) -> None:
+    conn, _ = dbs
+    _insert(dbs, "t2", ROWS["t2"])  # files written before the projections: none stored
+    key = "regexp_replace(name, 'a', 'b')"  # beyond the Arrow evaluator: Spark projects
+    conn.execute(f"ALTER TABLE t2 ADD PROJECTION by_re (SELECT {key}, count(*) GROUP BY {key})")
+    conn.execute(f"ALTER TABLE t2 ADD PROJECTION p2 ({ops.PROJECTIONS[4][1]})")
+    spark = _explain(conn, f"SELECT {key}, count(*) FROM t2 GROUP BY {key}")
+    assert "1 projected on the fly" in spark and spark.rstrip().endswith(
+        "(parts projected on the fly on Spark: by_re)"), spark
+    arrow = _explain(conn, "SELECT name, count(*) FROM t2 GROUP BY name")
+    assert "Projection: p2" in arrow and "on the fly on Spark" not in arrow, arrow

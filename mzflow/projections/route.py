@@ -19,7 +19,7 @@ from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import Item, Snapshot
 from mzflow.plan.query import plan
 from mzflow.projections import shape as shapes
-from mzflow.projections.compute import compute, plain
+from mzflow.projections.compute import compute, in_arrow, plain
 from mzflow.projections.shape import AGGREGATE, Routed, Shape, shape_of
 from mzflow.projections.store import part_name, read_files, read_keys, shard_of
 from mzflow.storage import paths
@@ -273,6 +273,16 @@ def _engine_line(snap: Snapshot, warehouse: Path, routing: Routing, types: list[
     """How a routed read will run (EXPLAIN): decided from the relation's types, as the
     read decides it again from its rows; what the projection's rows cannot answer in
     process goes to the tables' own in-process path (read/local_reads.py), then Spark."""
+    line = _where_it_runs(warehouse, routing, types, table_refusal)
+    on_the_fly = sorted({c.routed.shape.projection.name for c in routing.choices
+                         if c.projected and not in_arrow(c.routed.shape.table, c.routed.shape)})
+    if on_the_fly:  # a Spark job before the read itself
+        line += f" (parts projected on the fly on Spark: {', '.join(on_the_fly)})"
+    return line
+
+
+def _where_it_runs(warehouse: Path, routing: Routing, types: list[str],
+                   table_refusal: str | None) -> str:
     from mzflow.engine import arrow_query
 
     name = routing.single()
