@@ -7,7 +7,7 @@ wing's read source (read/sources.py): session/wiring.py registers ``ROUTER``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,8 @@ ROUTED = [0]  # reads answered from a projection
 # the read's own path (in process from the tables when small, else Spark over the
 # projection's rows: read/local_reads.py's ENGINE counts which).
 ENGINE = {"arrow": 0, "declined": 0}
+# EXPLAIN's: why the tables' own in-process path would not answer a read (None: it may).
+Refusal = Callable[[], str | None]
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,7 @@ def answer(routing: Routing, types: list[str]) -> list[tuple[Any, ...]] | None:
 
 
 def _engine_line(snap: Snapshot, warehouse: Path, routing: Routing, types: list[str],
-                 table_refusal: str | None) -> str:
+                 table_refusal: Refusal | None) -> str:
     """How a routed read will run (EXPLAIN): decided from the relation's types, as the
     read decides it again from its rows; what the projection's rows cannot answer in
     process goes to the tables' own in-process path (read/local_reads.py), then Spark."""
@@ -282,8 +284,11 @@ def _engine_line(snap: Snapshot, warehouse: Path, routing: Routing, types: list[
 
 
 def _where_it_runs(warehouse: Path, routing: Routing, types: list[str],
-                   table_refusal: str | None) -> str:
+                   table_refusal: Refusal | None) -> str:
     from mzflow.engine import arrow_query
+
+    def refused() -> str | None:
+        return table_refusal() if table_refusal is not None else "not known here"
 
     name = routing.single()
     why: str | None = "the query is more than one SELECT over a projection's rows"
@@ -291,15 +296,16 @@ def _where_it_runs(warehouse: Path, routing: Routing, types: list[str],
         schema = _relation_schema(warehouse, routing.choices[0].routed.shape)
         if schema is None:  # no part stored yet: the rows' types decide
             later = ("from the tables' rows, in process if the evaluator can express it, "
-                     "else on Spark" if table_refusal is None else "on Spark")
+                     "else on Spark" if refused() is None else "on Spark")
             return f"Read: in process (Arrow) if its types allow, else {later}"
         why = arrow_query.check(routing.query, schema, types)
         if why is None:
             return "Read: in process (Arrow), no Spark job"
-    if table_refusal is None:
+    refusal = refused()
+    if refusal is None:
         return (f"Read: not from the projection's rows ({why}): from the tables' rows, "
                 "in process if the evaluator can express it, else on Spark")
-    return f"Read: on Spark ({why}; not in process from the tables: {table_refusal})"
+    return f"Read: on Spark ({why}; not in process from the tables: {refusal})"
 
 
 def _relation_schema(warehouse: Path, s: Shape) -> pa.Schema | None:
@@ -326,7 +332,7 @@ def explain(choice: Choice | None, rejected: list[tuple[str, str]]) -> list[str]
 
 
 def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool,
-                 table_refusal: str | None = None) -> list[str]:
+                 table_refusal: Refusal | None = None) -> list[str]:
     """EXPLAIN's projection lines for a read of ``query`` now."""
     p = plan(snap, query)
     if not any(snap.projections_on(item.id) for _, item, _ in p.tables):
@@ -363,7 +369,7 @@ class _Router:
         return answer(routed, types)
 
     def explain(self, snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool,
-                table_refusal: str | None = None) -> list[str]:
+                table_refusal: Refusal | None = None) -> list[str]:
         return explain_read(snap, warehouse, query, enabled, table_refusal)
 
 

@@ -24,6 +24,7 @@ from mzflow.catalog.model import Snapshot
 
 Rows = list[tuple[Any, ...]]
 RowSource = Callable[[Snapshot], Rows]
+Refusal = Callable[[], str | None]
 
 
 class Routed(Protocol):
@@ -50,10 +51,10 @@ class Router(Protocol):
         ...
 
     def explain(self, snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool,
-                table_refusal: str | None = None) -> list[str]:
-        """EXPLAIN's lines on how a read of ``query`` now is routed. ``table_refusal``:
-        why the tables' own in-process path would not answer it (None: it may), where a
-        routed read goes when the projection's rows cannot answer it in process."""
+                table_refusal: Refusal | None = None) -> list[str]:
+        """EXPLAIN's lines on how a read of ``query`` now is routed. ``table_refusal``
+        says why the tables' own in-process path would not answer it (None: it may),
+        where a routed read goes when the projection's rows cannot answer it."""
         ...
 
 

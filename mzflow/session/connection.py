@@ -462,8 +462,8 @@ class Connection:
             if router is not None:
                 lines += router.explain(snap, self.config.warehouse, query,
                                         self.vars.enabled("optimize_use_projections"),
-                                        reads.table_refusal(snap, query,
-                                                            self.config.warehouse))
+                                        partial(reads.table_refusal, snap, query,
+                                                self.config.warehouse))
         return Result(["Optimized Plan"], [("\n".join(lines) + "\n",)], status="EXPLAIN")
 
     def _comment(self, stmt: exp.Comment) -> Result:
