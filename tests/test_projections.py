@@ -208,11 +208,11 @@ BATTERY = [
     "ORDER BY g NULLS FIRST, v DESC NULLS LAST, n, k",
     "SELECT k, v * 2 + 1, n * n, -n FROM t WHERE k = 3 AND n > 0",
     "SELECT count(*), avg(v), avg(n), sum(n) / count(*), min(g) FROM t WHERE k IN (2, 4)",
-    # A plain view's SELECT is routed inside the query that reads the view (on Spark:
-    # the query is more than one SELECT over the projection's rows).
+    # A plain view's SELECT is routed inside the query that reads the view (in process:
+    # the view's SELECT over the projection's rows, then the query over its result).
     "SELECT vg.g, vg.s, vg.c FROM vg WHERE vg.c > 1",
+    "SELECT sum(vg.c), sum(vg.s), max(vg.g) FROM vg WHERE vg.g IS NOT NULL",
 ]
-ON_SPARK = {BATTERY[-1]}  # every other battery query is answered in process
 VIEW = "CREATE VIEW vg AS SELECT g, sum(v) AS s, count(*) AS c FROM t GROUP BY g"
 
 ROW = st.tuples(st.integers(0, 4), st.sampled_from(["a", "b", "c", None]),
@@ -367,11 +367,10 @@ def _routed_oracle(spark_home: Path, steps: list[tuple[str, Any]], table: str) -
                 assert _types(routed) == _types(plain), (q, routed, plain)
                 # Every battery query is answerable by a projection: it was routed.
                 assert was_routed, (q, "not routed")
-                # … in process, without a Spark job, unless its shape is beyond that.
+                # … in process, without a Spark job.
                 in_arrow = projections.ENGINE["arrow"] - engine["arrow"]
-                assert in_arrow == (q not in ON_SPARK), (step, q, projections.ENGINE)
-                if q not in ON_SPARK:
-                    assert jobs() in (0, None), (step, q, jobs())
+                assert in_arrow == 1, (step, q, projections.ENGINE)
+                assert jobs() in (0, None), (step, q, jobs())
         # AS OF an earlier time reads that time's parts through the projections.
         conn.execute("SET optimize_use_projections = true")
         at, answers = times[0]
@@ -833,6 +832,7 @@ def test_a_routed_read_is_answered_in_process_without_spark(conn: mzflow.Connect
 def test_routed_reads_beyond_the_evaluator_run_on_spark(tmp_path: Path) -> None:
     from mzflow.engine.spark import EvaluationError
     from mzflow.projections import route as projections
+    from mzflow.read import local_reads
 
     db = duckdb.connect()
     db.execute("CREATE TABLE t (g text, x double, v int)")
@@ -843,15 +843,21 @@ def test_routed_reads_beyond_the_evaluator_run_on_spark(tmp_path: Path) -> None:
                      "PROJECTION by_x (SELECT x, sum(v), count(*) GROUP BY x), "
                      "PROJECTION by_g (SELECT g, sum(v), count(*) GROUP BY g))")
         conn.execute(f"INSERT INTO t VALUES {rows}")
+        # Not in process from the table either: what the projection's rows decline is
+        # then Spark's (a small table's reads are answered from it in process:
+        # tests/test_routed_reads_in_process.py).
+        conn.execute("ALTER SYSTEM SET local_read_max_rows = 0")
         # A floating-point key: Arrow groups -0.0 and 0.0, NaNs, apart; SQL does not.
         q = "SELECT x, sum(v), count(*) FROM t GROUP BY x"
         explain = conn.execute(f"EXPLAIN {q}").rows[0][0]
         assert "Projection: by_x (aggregate)" in explain, explain
-        assert "Read: on Spark (a floating-point GROUP BY key)" in explain, explain
-        before = dict(projections.ENGINE)
+        assert ("Read: on Spark (a floating-point GROUP BY key; not in process from the "
+                "tables: local_read_max_rows = 0)") in explain, explain
+        before, table = dict(projections.ENGINE), dict(local_reads.ENGINE)
         routed = conn.execute(q).rows
-        assert projections.ENGINE["spark"] == before["spark"] + 1
+        assert projections.ENGINE["declined"] == before["declined"] + 1
         assert projections.ENGINE["arrow"] == before["arrow"]
+        assert local_reads.ENGINE["spark"] == table["spark"] + 1
         conn.execute("SET optimize_use_projections = false")
         assert _same(routed, conn.execute(q).rows)
         assert _same(routed, db.execute(q).fetchall())
@@ -862,7 +868,7 @@ def test_routed_reads_beyond_the_evaluator_run_on_spark(tmp_path: Path) -> None:
         before = dict(projections.ENGINE)
         with pytest.raises(EvaluationError, match="division by zero"):
             conn.execute(bad)
-        assert projections.ENGINE["spark"] == before["spark"] + 1
+        assert projections.ENGINE["declined"] == before["declined"] + 1
         conn.execute("SET optimize_use_projections = false")
         with pytest.raises(EvaluationError, match="division by zero"):
             conn.execute(bad)

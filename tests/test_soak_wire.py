@@ -202,15 +202,37 @@ def test_reads_and_denials_become_probes_and_violations(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_every_denial_is_refused_with_42501_over_the_wire(tmp_path: Path) -> None:
-    """Each attempt DENIALS lists, as its role through a server, fails with 42501."""
-    from mzflow import config
-    from mzflow.server import make_server
+def test_every_denial_is_refused_with_42501_over_the_wire(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each attempt DENIALS lists, as its role through a server, fails with 42501; each
+    of READS is answered in process (with Spark made to fail), routed to t1's projection
+    where it can be, with DuckDB's rows."""
+    import duckdb
 
+    from mzflow import config
+    from mzflow.engine.spark import runtime
+    from mzflow.projections import route
+    from mzflow.read import local_reads
+    from mzflow.server import make_server
+    from mzflow_dev.soak import ops
+    from mzflow_dev.soak.worker import _norm
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a read started Spark in the server")
+
+    monkeypatch.setattr(runtime.SparkRuntime, "session", refuse)
     home = tmp_path / "home"
+    duck = duckdb.connect()
+    t1 = "(1, 1, 10, 'x'), (2, 1, NULL, 'y'), (3, 1, 4, NULL), (4, 2, 7, 'x'), (5, 3, 1, 'z')"
+    t2 = "(1, 'ann', 10), (2, NULL, 20), (1, 'bob', NULL)"
     with mzflow.connect(str(home)) as conn:
-        conn.execute("CREATE TABLE t1 (id int, k int, v int, s text)")
-        conn.execute("CREATE TABLE t2 (k int, name text, w int)")
+        for db in (conn, duck):
+            db.execute(f"CREATE TABLE t1 ({ops.TABLES['t1']})")
+            db.execute(f"CREATE TABLE t2 ({ops.TABLES['t2']})")
+        conn.execute(f"ALTER TABLE t1 ADD PROJECTION p0 ({ops.PROJECTIONS[0][1]})")
+        for db in (conn, duck):
+            db.execute(f"INSERT INTO t1 VALUES {t1}")
+            db.execute(f"INSERT INTO t2 VALUES {t2}")
         for sql in wire.setup_sql():
             conn.execute(sql)
     srv = make_server(config.load(str(home)), port=0)
@@ -226,9 +248,21 @@ def test_every_denial_is_refused_with_42501_over_the_wire(tmp_path: Path) -> Non
         assert [(r["role"], r["code"]) for r in got] == [
             (role, "42501") for role, _ in wire.DENIALS]
         assert [r["ev"] for r in records(j.path)][-1] == "wire_write_done"
-        # The client's sessions never route reads to projections (no Spark in the server).
+        # The reader's sessions route reads to projections (the default), in process.
         assert clients.get("soak_reader").execute(
-            "SHOW optimize_use_projections").fetchone() == ("off",)
+            "SHOW optimize_use_projections").fetchone() == ("true",)
+        routed, local = dict(route.ENGINE), dict(local_reads.ENGINE)
+        for n, (sql, oracle) in enumerate(wire.READS, 100):
+            wire.run(clients, j, n, wire.Op("read_plain", "soak_reader", sql.format(k=1),
+                                            oracle.format(k=1)))
+            got = [r for r in records(j.path) if r.get("n") == n]
+            assert [r["ev"] for r in got] == ["wire_read"], got
+            want = [[_norm(v) for v in row] for row in duck.execute(got[0]["oracle"]).fetchall()]
+            assert sorted(map(repr, got[0]["rows"])) == sorted(map(repr, want)), got[0]
+        view_reads = sum(1 for sql, _ in wire.READS if wire.VIEW in sql)
+        assert route.ENGINE["arrow"] - routed["arrow"] == view_reads
+        assert local_reads.ENGINE["arrow"] - local["arrow"] == len(wire.READS) - view_reads
+        assert local_reads.ENGINE["spark"] == local["spark"]
         for c in clients.conns.values():
             c.close()
     finally:

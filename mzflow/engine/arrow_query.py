@@ -3,16 +3,18 @@ rows (a few partial rows per group and part, or a sorted projection's row groups
 key) costs Spark's fixed price per query (0.2-0.5 s) for a millisecond's work.
 
 The shape: ``SELECT exprs FROM rel [WHERE] [GROUP BY exprs] [HAVING] [ORDER BY]
-[LIMIT] [OFFSET]`` over the one relation, with ``sum``, ``count``, ``min``, ``max`` and
-``avg`` (not DISTINCT, not FILTER). Scalar expressions are ``engine/arrow_expr.py``'s,
-with PostgreSQL's semantics as the Spark path computes them (``engine/spark/pg_sql.py:
-pg_semantics``): sums are exact (Arrow's own overflow silently, so they run in
-decimal256), ``avg`` is the exact quotient at the bound scale, NULLs sort last
-ascending and first descending unless the query says otherwise, and each output
-column is cast to its bound type. Anything else raises ``Unsupported``, and so does
-what would be decided by values Arrow and PostgreSQL order or group differently (NaN,
--0.0 as a key): the caller runs the query on Spark instead. ``check`` runs ``run``
-over an empty table of the relation's schema, so the two cannot disagree about
+[LIMIT] [OFFSET]`` over the one relation, or over such a SELECT of it as a derived
+table (a plain view's SELECT, routed to a projection, inside the query that reads the
+view), with ``sum``, ``count``, ``min``, ``max`` and ``avg`` (not DISTINCT, not
+FILTER). Scalar expressions are ``engine/arrow_expr.py``'s, with PostgreSQL's
+semantics as the Spark path computes them (``engine/spark/pg_sql.py: pg_semantics``):
+sums are exact (Arrow's own overflow silently, so they run in decimal256), ``avg`` is
+the exact quotient at the bound scale, NULLs sort last ascending and first descending
+unless the query says otherwise, and each output column is cast to its bound type.
+Anything else raises ``Unsupported``, and so does what would be decided by values
+Arrow and PostgreSQL order or group differently (NaN, -0.0 as a key): the caller
+answers the query another way (the tables' in-process path, or Spark). ``check`` runs
+``run`` over an empty table of the relation's schema, so the two cannot disagree about
 what is supported.
 """
 
@@ -50,13 +52,44 @@ def check(query: exp.Expr, schema: pa.Schema, types: Sequence[str]) -> str | Non
 def run(query: exp.Expr, table: pa.Table, types: Sequence[str]) -> list[tuple[Any, ...]]:
     """``query``'s rows over ``table`` (the one relation it reads), as ``spark.run``
     returns them: cast to the bound ``types``, as Python values."""
-    select, alias = _shape(query.copy())  # rewritten in place below
     try:
-        return _run(select, alias, table, types)
+        columns = _columns(query.copy(), table, types)  # the copy is rewritten in place
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:  # no kernel for a type
         raise Unsupported(f"no Arrow kernel: {e}") from None
     except pa.ArrowInvalid as e:  # a safe cast that does not fit: Spark says how
         raise evaluation_error(f"Evaluation error: {e}", "22003") from None
+    values = [_python(v, t) for v, t in zip(columns, types, strict=True)]
+    return list(zip(*values, strict=True)) if values and values[0] else []
+
+
+def _columns(query: exp.Expr, table: pa.Table, types: Sequence[str]) -> list[pa.Array]:
+    """``query``'s output columns over ``table``, each of its bound type. A SELECT over
+    a derived table (an inlined view's SELECT, read from a projection) evaluates that
+    one first, into the relation the outer SELECT reads."""
+    source = query.args.get("from_") if isinstance(query, exp.Select) else None
+    if source is not None and isinstance(source.this, exp.Subquery) and not query.args.get(
+            "joins"):
+        derived = source.this
+        inner = derived.this
+        if not isinstance(inner, exp.Select) or any(
+                v for k, v in derived.args.items() if k not in ("this", "alias")):
+            raise Unsupported("a SELECT over a subquery that is not a plain SELECT")
+        names = [e.alias_or_name for e in inner.expressions]
+        bound = [e.unalias().type for e in inner.expressions]
+        if len(set(names)) != len(names) or any(
+                not isinstance(t, exp.DataType) for t in bound) or not derived.alias or (
+                derived.args["alias"].columns):  # AS d (a, b) renames them
+            raise Unsupported("a subquery without one bound type per named column")
+        inner_types = [from_sqlglot(t) for t in bound]
+        for t in inner_types:
+            try:
+                parse_type(t)
+            except Error:  # a type with no Arrow form here: the IR path may have one
+                raise Unsupported(f"a subquery column of type {t}") from None
+        table = pa.table(dict(zip(names, _columns(inner, table, inner_types), strict=True)))
+        source.set("this", exp.table_(exp.to_identifier(derived.alias)))
+    select, alias = _shape(query)
+    return _run(select, alias, table, types)
 
 
 def _shape(query: exp.Expr) -> tuple[exp.Select, str]:
@@ -89,7 +122,7 @@ def _bare(node: exp.Expr, alias: str) -> exp.Expr:
 
 
 def _run(select: exp.Select, alias: str, table: pa.Table, types: Sequence[str]
-         ) -> list[tuple[Any, ...]]:
+         ) -> list[pa.Array]:
     outputs = list(select.expressions)
     if len(outputs) != len(types):
         raise Unsupported("output columns the binder did not type")
@@ -137,8 +170,7 @@ def _run(select: exp.Select, alias: str, table: pa.Table, types: Sequence[str]
         select.args.get("limit"), "LIMIT")
     values = [v.slice(start, max(0, min(stop, n) - start)) if start < n else v.slice(0, 0)
               for v in values]
-    columns = [_typed(v, t) for v, t in zip(values, types, strict=True)]
-    return list(zip(*columns, strict=True)) if columns and columns[0] else []
+    return [_as_bound(v, t) for v, t in zip(values, types, strict=True)]
 
 
 def _count(clause: exp.Expr | None, what: str) -> int:
@@ -344,9 +376,16 @@ def _sort_indices(keys: list[tuple[Any, exp.Ordered]], n: int) -> pa.Array:
 
 def _typed(v: pa.Array, type_name: str) -> list[Any]:
     """Values of the bound type, as ``spark.run`` returns them."""
+    return _python(_as_bound(v, type_name), type_name)
+
+
+def _as_bound(v: pa.Array, type_name: str) -> pa.Array:
     target = parse_type(type_name).arrow
-    if v.type != target:
-        v = _to(v, target, type_name)
+    return v if v.type == target else _to(v, target, type_name)
+
+
+def _python(v: pa.Array, type_name: str) -> list[Any]:
+    target = v.type
     values: list[Any] = python_values(v.to_pylist(), type_name)
     if pa.types.is_timestamp(target) and target.tz:
         return [x.astimezone(dt.UTC) if x is not None else None for x in values]

@@ -195,6 +195,12 @@ def _arrow_plan(table: Item, s: Shape) -> _ArrowPlan | None:
     return plan
 
 
+def in_arrow(table: Item, s: Shape) -> bool:
+    """Whether a read's parts of aggregate ``s`` projected on the fly are computed in
+    Arrow (EXPLAIN; values beyond 38 digits may still need Spark)."""
+    return s.kind != AGGREGATE or _arrow_plan(table, s) is not None
+
+
 def _whole(v: Any, n: int) -> Any:
     """An evaluated expression as a column of ``n`` values (a constant is a scalar)."""
     if isinstance(v, pa.Scalar):

@@ -7,7 +7,7 @@ wing's read source (read/sources.py): session/wiring.py registers ``ROUTER``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from mzflow.catalog.bind import pinned
 from mzflow.catalog.model import Item, Snapshot
 from mzflow.plan.query import plan
 from mzflow.projections import shape as shapes
-from mzflow.projections.compute import compute, plain
+from mzflow.projections.compute import compute, in_arrow, plain
 from mzflow.projections.shape import AGGREGATE, Routed, Shape, shape_of
 from mzflow.projections.store import part_name, read_files, read_keys, shard_of
 from mzflow.storage import paths
@@ -31,8 +31,12 @@ log = logging.getLogger("mzflow.projections")
 # rows, and base-table rows of the parts projected on the fly.
 ROWS_READ = {"projection": 0, "base": 0}
 ROUTED = [0]  # reads answered from a projection
-# How routed reads ran: in process over the relation's Arrow rows, or on Spark.
-ENGINE = {"arrow": 0, "spark": 0}
+# How routed reads ran: in process over the projection's Arrow rows, or declined: left to
+# the read's own path (in process from the tables when small, else Spark over the
+# projection's rows: read/local_reads.py's ENGINE counts which).
+ENGINE = {"arrow": 0, "declined": 0}
+# EXPLAIN's: why the tables' own in-process path would not answer a read (None: it may).
+Refusal = Callable[[], str | None]
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,12 @@ def route_query(snap: Snapshot, warehouse: Path, query: exp.Query, at: int, *,
         table = snap.item(pin[0])
         if not snap.projections_on(table.id):
             continue
+        if _no_parts(warehouse, table, at):
+            # Nothing to read: the read's own path answers it (in process), where a
+            # projection of no parts would need Spark to type its empty relation.
+            routing.rejected += [(pr.name, "the table has no data files at the read's time")
+                                 for pr in snap.projections_on(table.id)]
+            continue
         choice = choose(snap, warehouse, select, [(tables[0].name, table, pin[1])], at)
         if choice is None:
             routing.rejected += candidates(snap, select,
@@ -228,47 +238,74 @@ def route_query(snap: Snapshot, warehouse: Path, query: exp.Query, at: int, *,
     return routing if routing.choices else None
 
 
+def _no_parts(warehouse: Path, table: Item, at: int) -> bool:
+    shard = Shard.shared(paths.table(warehouse, table.id))
+    version = shard.version_at(at)
+    return version is not None and not shard.files(version)
+
+
 def answer(routing: Routing, types: list[str]) -> list[tuple[Any, ...]] | None:
     """The routed query's rows computed in process (``engine/arrow_query.py``), or None:
     the query's shape or types are beyond it, or a row failed to evaluate; the caller
-    runs it on Spark, which answers or reports the error."""
+    answers it from the tables in process when they are small, else on Spark, which
+    answers or reports the error."""
     from mzflow.engine import arrow_query
     from mzflow.errors import Error
 
     name = routing.single()
     if name is None:
-        ENGINE["spark"] += 1
+        ENGINE["declined"] += 1
         return None
     try:
         out = arrow_query.run(routing.query, routing.tables[name], types)
     except Error as e:
-        log.debug("routed read on Spark: %s", e)
-        ENGINE["spark"] += 1
+        log.debug("routed read declined: %s", e)
+        ENGINE["declined"] += 1
         return None
     except Exception as e:  # a defect of the evaluator must not cost an answer
-        log.warning("routed read on Spark after an in-process failure: %r", e)
-        ENGINE["spark"] += 1
+        log.warning("routed read declined after an in-process failure: %r", e)
+        ENGINE["declined"] += 1
         return None
     ENGINE["arrow"] += 1
     return out
 
 
-def _engine_line(snap: Snapshot, warehouse: Path, routing: Routing, types: list[str]
-                 ) -> str:
+def _engine_line(snap: Snapshot, warehouse: Path, routing: Routing, types: list[str],
+                 table_refusal: Refusal | None) -> str:
     """How a routed read will run (EXPLAIN): decided from the relation's types, as the
-    read decides it again from its rows."""
+    read decides it again from its rows; what the projection's rows cannot answer in
+    process goes to the tables' own in-process path (read/local_reads.py), then Spark."""
+    line = _where_it_runs(warehouse, routing, types, table_refusal)
+    on_the_fly = sorted({c.routed.shape.projection.name for c in routing.choices
+                         if c.projected and not in_arrow(c.routed.shape.table, c.routed.shape)})
+    if on_the_fly:  # a Spark job before the read itself
+        line += f" (parts projected on the fly on Spark: {', '.join(on_the_fly)})"
+    return line
+
+
+def _where_it_runs(warehouse: Path, routing: Routing, types: list[str],
+                   table_refusal: Refusal | None) -> str:
     from mzflow.engine import arrow_query
 
+    def refused() -> str | None:
+        return table_refusal() if table_refusal is not None else "not known here"
+
     name = routing.single()
-    if name is None:
-        return "Read: on Spark (the query is more than one SELECT over a projection's rows)"
-    schema = _relation_schema(warehouse, routing.choices[0].routed.shape)
-    if schema is None:
-        return "Read: in process (Arrow) if its types allow, else on Spark"
-    why = arrow_query.check(routing.query, schema, types)
-    if why is None:
-        return "Read: in process (Arrow), no Spark job"
-    return f"Read: on Spark ({why})"
+    why: str | None = "the query is more than one SELECT over a projection's rows"
+    if name is not None:
+        schema = _relation_schema(warehouse, routing.choices[0].routed.shape)
+        if schema is None:  # no part stored yet: the rows' types decide
+            later = ("from the tables' rows, in process if the evaluator can express it, "
+                     "else on Spark" if refused() is None else "on Spark")
+            return f"Read: in process (Arrow) if its types allow, else {later}"
+        why = arrow_query.check(routing.query, schema, types)
+        if why is None:
+            return "Read: in process (Arrow), no Spark job"
+    refusal = refused()
+    if refusal is None:
+        return (f"Read: not from the projection's rows ({why}): from the tables' rows, "
+                "in process if the evaluator can express it, else on Spark")
+    return f"Read: on Spark ({why}; not in process from the tables: {refusal})"
 
 
 def _relation_schema(warehouse: Path, s: Shape) -> pa.Schema | None:
@@ -294,8 +331,8 @@ def explain(choice: Choice | None, rejected: list[tuple[str, str]]) -> list[str]
     return lines
 
 
-def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool
-                 ) -> list[str]:
+def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool,
+                 table_refusal: Refusal | None = None) -> list[str]:
     """EXPLAIN's projection lines for a read of ``query`` now."""
     p = plan(snap, query)
     if not any(snap.projections_on(item.id) for _, item, _ in p.tables):
@@ -305,6 +342,10 @@ def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: boo
     routing = route_query(snap, warehouse, p.query, snap.read_ts, build=False)
     if routing is None:
         if len(p.tables) == 1:
+            _, item, _ = p.tables[0]
+            if _no_parts(warehouse, item, snap.read_ts):
+                return explain(None, [(pr.name, "the table has no data files now")
+                                      for pr in snap.projections_on(item.id)])
             return explain(None, candidates(snap, p.query, p.tables)[1])
         return explain(None, [(pr.name, "no SELECT in the query reads its table alone")
                               for _, item, _ in p.tables
@@ -312,7 +353,8 @@ def explain_read(snap: Snapshot, warehouse: Path, query: exp.Query, enabled: boo
     lines: list[str] = []
     for choice in routing.choices:
         lines += explain(choice, [])
-    lines.append(_engine_line(snap, warehouse, routing, [c.type for c in p.bound.columns]))
+    lines.append(_engine_line(snap, warehouse, routing, [c.type for c in p.bound.columns],
+                              table_refusal))
     return lines + explain(None, routing.rejected)
 
 
@@ -326,9 +368,9 @@ class _Router:
     def answer(self, routed: Routing, types: list[str]) -> list[tuple[Any, ...]] | None:
         return answer(routed, types)
 
-    def explain(self, snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool
-                ) -> list[str]:
-        return explain_read(snap, warehouse, query, enabled)
+    def explain(self, snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool,
+                table_refusal: Refusal | None = None) -> list[str]:
+        return explain_read(snap, warehouse, query, enabled, table_refusal)
 
 
 ROUTER = _Router()

@@ -15,6 +15,8 @@ the tick path's in-process executor (``incremental/local``: Get, Filter, Map, in
 Join, Reduce, Union); the query's final ORDER BY / LIMIT / OFFSET is applied after,
 with the Spark path's ordering (``arrow_query``'s). What it has no path for (outer
 joins, set operations, windows, top-k inside the query) raises NotLocal: Spark.
+A read routed to a projection whose rows the evaluator cannot answer comes here too,
+before Spark (read/reads.py).
 """
 
 from __future__ import annotations

@@ -124,6 +124,11 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
         # fixed cost per query is most of such a read's time), else on Spark.
         found = router.answer(routing, types)
         if found is None:
+            # Beyond the evaluator over the projection's rows: small tables are still
+            # answered in process, from the tables themselves (a JVM's start and
+            # Spark's fixed cost per query are most of such a read's time).
+            found = local_reads.answer(snap, p, warehouse, at)
+        if found is None:
             others = {k: v for k, v in relations(p, warehouse, at, snap).items()
                       if any(t.name == k for t in routing.query.find_all(exp.Table))}
             # A projection's rows are few and local: one Spark job per action, not one
@@ -140,6 +145,12 @@ def run_spark(snap: Snapshot, p: Plan, warehouse: Path, at: int, *,
     if tz:
         rows = [tuple(spark.as_utc(v) if i in tz else v for i, v in enumerate(r)) for r in rows]
     return rows
+
+
+def table_refusal(snap: Snapshot, query: exp.Query, warehouse: Path) -> str | None:
+    """Why a read of ``query`` now would not be answered in process from its tables
+    (None: it may be, if the evaluator can express it). EXPLAIN's, from the Delta log."""
+    return local_reads.refusal(snap, plan(snap, query), warehouse, snap.read_ts)
 
 
 def read_arrow(snap: Snapshot, query: exp.Query, warehouse: Path, at: int,

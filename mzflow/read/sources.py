@@ -24,6 +24,7 @@ from mzflow.catalog.model import Snapshot
 
 Rows = list[tuple[Any, ...]]
 RowSource = Callable[[Snapshot], Rows]
+Refusal = Callable[[], str | None]
 
 
 class Routed(Protocol):
@@ -45,12 +46,15 @@ class Router(Protocol):
         ...
 
     def answer(self, routed: Any, types: list[str]) -> Rows | None:
-        """The routed query's rows computed in process (None: Spark computes them)."""
+        """The routed query's rows computed in process (None: the read's own path
+        computes them, in process from small tables, else Spark the routed query)."""
         ...
 
-    def explain(self, snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool
-                ) -> list[str]:
-        """EXPLAIN's lines on how a read of ``query`` now is routed."""
+    def explain(self, snap: Snapshot, warehouse: Path, query: exp.Query, enabled: bool,
+                table_refusal: Refusal | None = None) -> list[str]:
+        """EXPLAIN's lines on how a read of ``query`` now is routed. ``table_refusal``
+        says why the tables' own in-process path would not answer it (None: it may),
+        where a routed read goes when the projection's rows cannot answer it."""
         ...
 
 

@@ -461,7 +461,9 @@ class Connection:
             router = self.read_sources.router
             if router is not None:
                 lines += router.explain(snap, self.config.warehouse, query,
-                                        self.vars.enabled("optimize_use_projections"))
+                                        self.vars.enabled("optimize_use_projections"),
+                                        partial(reads.table_refusal, snap, query,
+                                                self.config.warehouse))
         return Result(["Optimized Plan"], [("\n".join(lines) + "\n",)], status="EXPLAIN")
 
     def _comment(self, stmt: exp.Comment) -> Result:
