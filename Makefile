@@ -26,7 +26,7 @@ help:
 	@echo "make demo       install into $(VENV) and run the example pipeline"
 	@echo "make test       lint, type-check and run the whole test suite"
 	@echo "make fast       the tests that start no Spark, server or child process (-m 'not slow')"
-	@echo "make fuzz       random scalar expressions vs PostgreSQL on new seeds ($(FUZZ_RUNS) runs)"
+	@echo "make fuzz       random scalar expressions vs PostgreSQL, parser and session fuzz, on new seeds ($(FUZZ_RUNS) runs)"
 	@echo "make slt        every record of SQLite's sqllogictest corpus: counts per file (hours)"
 	@echo "make bench      mzflow vs full recompute vs Spark Declarative Pipelines (TPC-H SF $(BENCH_SF))"
 	@echo "make bench-growth  tick cost as tables grow 20x, and over 300 ticks"
@@ -108,7 +108,7 @@ fuzz: install
 	bash scripts/ensure-postgres.sh
 	for i in $$(seq $(FUZZ_RUNS)); do \
 	  MZFLOW_DIFF_SEED= MZFLOW_DIFF_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -s \
-	    tests/test_scalar_differential.py || exit 1; done
+	    tests/test_scalar_differential.py tests/test_fuzz.py || exit 1; done
 
 # SQLite's sqllogictest corpus (../shared/conformance/sqlite): every query of every file,
 # pass/fail/skip counts per file. `make slt SLT_ARGS=--sample` runs the test suite's sample.
