@@ -93,9 +93,11 @@ def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int, min_ro
         return None
     parts = []
     for i in touched:
-        data = pq.read_table(shard.path / unquote(actions.column("path")[i].as_py()))
-        data = data.filter(pc.invert(pc.is_in(data.column(ROWID), ids)))
-        parts.append(_conform(data, schema))
+        # Conformed first: delta-rs's files ask for string views, which Arrow's filter
+        # has no kernel for (the soak's UPDATEs of t2, a text column, failed here).
+        data = _conform(pq.read_table(shard.path / unquote(actions.column("path")[i].as_py())),
+                        schema)
+        parts.append(data.filter(pc.invert(pc.is_in(data.column(ROWID), ids))))
     if replace is not None:
         parts.append(_conform(replace, schema))
     content = pa.concat_tables(parts)
