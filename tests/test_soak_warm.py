@@ -223,3 +223,31 @@ def test_ticks_recover_from_a_warm_kill(tmp_path: Path) -> None:
     assert counts["warm kills after which the tick service served again"] == 1
     assert counts["warm kills with no later tick of that cluster (near the end, or "
                   "swapped)"] == 1
+
+
+@pytest.mark.slow  # starts processes
+def test_the_soaks_end_stops_supervisors_still_starting(tmp_path: Path) -> None:
+    """A supervisor that has not published ``server.json`` yet (its JVM starting) is
+    stopped too, found by its command line; another home's is left alone."""
+    import subprocess
+    import sys
+
+    def fake_supervisor(home: Path, folder: str, cwd: Path) -> subprocess.Popen[bytes]:
+        (home / "clusters" / "7").mkdir(parents=True, exist_ok=True)
+        # The supervisor's command line, on a process that only sleeps.
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                 "-m", "mzflow.clusters.supervisor", folder], cwd=cwd,
+                                start_new_session=True)
+
+    home, other = tmp_path / "home", tmp_path / "other"
+    starting = fake_supervisor(home, "home/clusters/7", tmp_path)  # relative, as started
+    elsewhere = fake_supervisor(other, str(other / "clusters" / "7"), tmp_path)
+    try:
+        assert warm.supervisors(home) == {starting.pid}
+        assert warm.stop_all(home, wait=10) == 1
+        assert starting.wait(timeout=10) == -signal.SIGTERM
+        assert elsewhere.poll() is None
+    finally:
+        for p in (starting, elsewhere):
+            p.kill()
+            p.wait()

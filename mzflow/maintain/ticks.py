@@ -138,6 +138,12 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                          timeout=limit.remaining()) as held:
         if not held:
             raise limit.lock_error()
+        if named is not None and not named():
+            # Dropped while this tick waited for the lock (a read's catch-up behind the
+            # ticker, a blue/green swap's clean-up meanwhile): its shard is gone, and a
+            # tick now would make an empty one again and recompute at a time whose
+            # history compaction may have passed (the soak's swap reader failed so).
+            raise _dropped(index)
         try:
             with limit.running():
                 report = _tick_index(snap, warehouse, index, at, full_refresh=full_refresh,
@@ -145,11 +151,15 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
                                      limit=limit)
             if index.cluster_id is not None:
                 arrange.compact_later(warehouse, index.cluster_id)
-        except StorageError:
+        except Exception as e:
             # A DROP committed meanwhile and removed the index's shard under the tick
-            # (the soak saw "could not write shard u49: Invalid table version: 0"):
-            # nothing was lost, and what happened is that the index is gone.
-            if index_shard(warehouse, index).exists():
+            # (the soak saw "could not write shard u49: Invalid table version: 0"), or
+            # the tick failed for what the DROP took (its inputs' history): nothing was
+            # lost, and what happened is that the index is gone.
+            if named is not None and not named():
+                _remove_storage(warehouse, index)
+            elif not (isinstance(e, StorageError) and not index_shard(warehouse,
+                                                                       index).exists()):
                 raise
             raise _dropped(index) from None
         if named is not None and not named():
@@ -158,10 +168,14 @@ def tick_index(snap: Snapshot, warehouse: Path, index: Item, at: int, *,
             # written after it (ensure_shard makes a missing shard): a shard no catalog
             # names, which nothing would ever remove. All of the tick's writes are done
             # and a dropped id is never reused: remove what it left.
-            for path in paths.of_item(warehouse, index.id):
-                shutil.rmtree(path, ignore_errors=True)
+            _remove_storage(warehouse, index)
             raise _dropped(index)
         return report
+
+
+def _remove_storage(warehouse: Path, index: Item) -> None:
+    for path in paths.of_item(warehouse, index.id):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _dropped(index: Item) -> UnknownObject:

@@ -72,7 +72,7 @@ class Selects:
         return self._computed(snap, stmt, at, cached)
 
     def _computed(self, snap: Snapshot, stmt: exp.Query, at: int | None,
-                  cached: catalog_cache.Key | None) -> Result:
+                  cached: catalog_cache.Key | None, *, retried: bool = False) -> Result:
         cluster = None
         p = reads.plan(snap, stmt)
         if p.bound.depends_on:
@@ -99,8 +99,16 @@ class Selects:
             else:
                 local = cached is not None and not p.bound.depends_on
         if rows is None:
-            rows = self._select_in_spark(snap, p, at, strict,
-                                         cluster.name if cluster else "default")
+            try:
+                rows = self._select_in_spark(snap, p, at, strict,
+                                             cluster.name if cluster else "default")
+            except Exception:
+                if retried or not _dropped_meanwhile(self.store.snapshot(), p):
+                    raise
+                # An index this read was planned to read was dropped while it read (a
+                # blue/green swap's clean-up, a DROP): what serves the view now is in
+                # the catalog as it is now. Planned again there, once.
+                return self._computed(self.store.snapshot(), stmt, at, cached, retried=True)
         notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
         result = Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
                         notices=notices, types=[display_name(c.type) for c in p.bound.columns])
@@ -144,9 +152,13 @@ class Selects:
                 for _, index in p.indexes:
                     # Strict serializable: catch the index up first, so the read sees
                     # every earlier write. Then an error in the object's contents is the
-                    # read's error.
-                    self.catch_up(snap, index, at)
-                    state = ticks.index_shard(self.config.warehouse, index).state()
+                    # read's error. An index already there is not caught up: that would
+                    # wait for the index's lock, behind a tick in progress, for nothing.
+                    shard = ticks.index_shard(self.config.warehouse, index)
+                    state = shard.state() if shard.exists() else None
+                    if state is None or state.done_through < at:
+                        self.catch_up(snap, index, at)
+                        state = ticks.index_shard(self.config.warehouse, index).state()
                     if state.error is not None:
                         raise evaluation_error(state.error, state.error_code or "22000")
                 router = self.sources.router if self.variables.enabled(
@@ -198,6 +210,11 @@ def advance_to(store: Store, at: int) -> Snapshot:
             f"Timestamp ({at}) is not yet available: it is {at - now} ms in the future")
     store.advance_read_ts(at)
     return store.snapshot()
+
+
+def _dropped_meanwhile(now: Snapshot, p: reads.Plan) -> bool:
+    ids = {i.id for i in now.items}
+    return any(index.id not in ids for _, index in p.indexes)
 
 
 def _stale_index_notices(snap: Snapshot, p: reads.Plan, cluster_id: int | None) -> list[str]:

@@ -85,11 +85,7 @@ def stop_all(home: Path, wait: float = 60.0) -> int:
     """Stop every managed server of ``home`` (its supervisor's process group: the
     JVM and the tick service too); how many were running."""
     groups = []
-    for where in (home / "clusters").glob("*"):
-        try:
-            pid = int(json.loads((where / "server.json").read_text())["pid"])
-        except (OSError, ValueError, KeyError):
-            continue
+    for pid in supervisors(home):
         try:
             os.killpg(pid, signal.SIGTERM)  # the supervisor leads its own session
             groups.append(pid)
@@ -105,6 +101,33 @@ def stop_all(home: Path, wait: float = 60.0) -> int:
         except ProcessLookupError:
             pass
     return stopped
+
+
+def supervisors(home: Path) -> set[int]:
+    """The supervisors of ``home``'s clusters: those ``server.json`` names, and those
+    still starting their JVM (no ``server.json`` yet: the 30-minute soak left one
+    running that a worker, stopped at the end, had started), found by their command
+    line, whose last argument is the cluster's folder."""
+    found = set()
+    for where in (home / "clusters").glob("*"):
+        try:
+            found.add(int(json.loads((where / "server.json").read_text())["pid"]))
+        except (OSError, ValueError, KeyError):
+            continue
+    clusters = (home / "clusters").resolve()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            words = [a.decode(errors="replace")
+                     for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+            if "mzflow.clusters.supervisor" not in words:
+                continue
+            # (a relative folder is relative to that process's working directory)
+            folder = ((proc / "cwd").resolve() / words[-1]).resolve()
+        except OSError:
+            continue
+        if folder.parent == clusters:
+            found.add(int(proc.name))
+    return found
 
 
 def _group_alive(pgid: int) -> bool:
