@@ -14,8 +14,8 @@ Such a commit has no change-data files: Delta's change feed then reads its remov
 files as deletions and its added ones as insertions, and ``Shard.diffs`` consolidates
 the rows that did not change away. That costs a tick the whole files, where a MERGE's
 change files hold only the changed rows, so only changes that are large, and a large
-share of the files they touch, are staged (``staged_write_min_rows``, ``MIN_SHARE``); the rest merge
-under the lock as before. Partitioned shards always merge (their files' partition
+share of the files they touch, are staged (``staged_write_min_rows``, ``MIN_SHARE``);
+the rest merge under the lock as before. Partitioned shards always merge (their files' partition
 values would have to be put back into the rows).
 """
 
@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 from mzflow.catalog.model import ROWID
 from mzflow.storage.commits import ROWS_CHANGED_KEY, commit_props
 from mzflow.storage.errors import writes
+from mzflow.storage.rows import plain_type
 
 # Changed rows over the rows of the files they touch: a staged rewrite's change feed
 # holds every row of those files (twice); at a quarter, at most 4× a MERGE's.
@@ -200,9 +201,7 @@ def _touched(actions: pa.Table, order: pa.Array, ids: pa.Array) -> list[int]:
 def _conform(data: pa.Table, schema: pa.Schema) -> pa.Table:
     """``data`` with ``schema``'s columns in its order: a column added since the file
     was written is null. (Views as plain types: delta-rs reports strings as views.)"""
-    schema = pa.schema([f.with_type(pa.string()) if f.type == pa.string_view() else
-                        f.with_type(pa.binary()) if f.type == pa.binary_view() else f
-                        for f in schema])
+    schema = pa.schema([f.with_type(plain_type(f.type)) for f in schema])
     columns = [data.column(f.name).cast(f.type) if f.name in data.column_names
                else pa.nulls(data.num_rows, f.type) for f in schema]
     return pa.Table.from_arrays(columns, schema=schema)

@@ -288,13 +288,19 @@ def conform(table: pa.Table, targets: Sequence[Target], *, first_row: int = 1) -
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def plain_type(t: pa.DataType) -> pa.DataType:
+    """``t``, a view or large string or binary, as its plain type (see plain_strings)."""
+    if t in (pa.string_view(), pa.large_string()):
+        return pa.string()
+    return pa.binary() if t == pa.binary_view() else t
+
+
 def plain_strings(table: pa.Table) -> pa.Table:
-    """Strings as ``string``. A Parquet file read back may give ``string_view`` (delta-rs
-    writes what it is handed; Spark's Arrow, some pyarrow readers hand views), which
-    neither concatenates with ``string`` nor sorts or takes (pyarrow 26): every Arrow
-    reader of stored files that combines them goes through here."""
-    if not any(f.type in (pa.string_view(), pa.large_string()) for f in table.schema):
+    """Strings (and binaries) as ``string`` (``binary``). A Parquet file read back may
+    give ``string_view`` (delta-rs writes what it is handed; Spark's Arrow, some pyarrow
+    readers hand views), which neither concatenates with ``string`` nor sorts or takes
+    (pyarrow 26): every Arrow reader of stored files that combines them goes through
+    here."""
+    if all(plain_type(f.type) == f.type for f in table.schema):
         return table
-    return table.cast(pa.schema([f.with_type(pa.string())
-                                 if f.type in (pa.string_view(), pa.large_string()) else f
-                                 for f in table.schema]))
+    return table.cast(pa.schema([f.with_type(plain_type(f.type)) for f in table.schema]))
