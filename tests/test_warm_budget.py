@@ -24,6 +24,7 @@ from mzflow import cli, config
 from mzflow.catalog.model import Cluster
 from mzflow.clusters import budget
 from mzflow.maintain.ticks import TickReport
+from mzflow.storage import processes
 
 GB = 1 << 30
 # No process has a pid above the kernel's limit: one that is certainly gone.
@@ -39,12 +40,13 @@ def tuning(value: str = "8GB") -> config.Tuning:
 
 
 def put(registry: Path, pid: int, cluster: str, declared: int, home: str = "/h",
-        cluster_id: int = 2) -> Path:
+        cluster_id: int = 2, started_at: int | None = None) -> Path:
     registry.mkdir(parents=True, exist_ok=True)
     path = budget.entry_path(registry, pid)
-    path.write_text(json.dumps({"pid": pid, "home": home, "cluster": cluster,
-                                "cluster_id": cluster_id, "declared": declared,
-                                "started_at": 0}))
+    path.write_text(json.dumps({
+        "pid": pid, "home": home, "cluster": cluster, "cluster_id": cluster_id,
+        "declared": declared,
+        "started_at": int(time.time() * 1000) if started_at is None else started_at}))
     return path
 
 
@@ -109,6 +111,19 @@ def test_the_registry_ignores_and_removes_processes_that_are_gone(tmp_path: Path
     assert sorted(p.name for p in registry.glob("*.json")) == sorted(
         [f"{os.getpid()}.json", "203.json", "stray.json"])
     assert [e.cluster for e in budget.live(registry)] == ["alive"]  # 203 is no process
+
+
+def test_an_entry_whose_pid_went_to_a_newer_process_is_gone(tmp_path: Path) -> None:
+    """pids are reused: an entry written before its pid's process started is about a
+    supervisor that is gone, however alive the pid is."""
+    registry = tmp_path / "warm"
+    this_started = processes.started_ms(os.getpid())
+    assert this_started is not None and abs(this_started / 1000 - time.time()) < 86_400 * 30
+    stale = put(registry, os.getpid(), "before this process", 6 * GB,
+                started_at=this_started - 3_600_000)
+    assert budget.live(registry) == [] and not stale.exists()
+    put(registry, os.getpid(), "this process", GB, started_at=this_started + 1_000)
+    assert [e.cluster for e in budget.live(registry)] == ["this process"]
 
 
 def test_two_starters_cannot_both_take_the_last_room(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ from mzflow.catalog import sizes
 from mzflow.catalog.model import Cluster
 from mzflow.errors import Error
 from mzflow.storage import processes
-from mzflow.storage.processes import process_alive
+from mzflow.storage.processes import process_alive, started_ms
 
 LOCK = "lock"
 # Spark sizes a driver's off-heap overhead as 10 % of its heap, at least 384 MiB
@@ -161,11 +161,24 @@ def live(registry: Path, alive: Callable[[int], bool] = process_alive) -> list[E
             entry = Entry(**json.loads(path.read_text()))
         except (OSError, ValueError, TypeError):
             continue  # being written (written whole by rename, so rarely), or not ours
-        if alive(entry.pid):
+        if alive(entry.pid) and not _reused(entry):
             out.append(entry)
         else:
             path.unlink(missing_ok=True)
     return out
+
+
+# Slack for comparing a process's start with its entry's: /proc's boot time is in whole
+# seconds, and the entry is written after its supervisor started.
+_START_SLACK_MS = 5_000
+
+
+def _reused(entry: Entry) -> bool:
+    """The entry's pid now names a process that started after the entry was written:
+    its supervisor is gone and the pid went to another process (which must not keep
+    a cluster out of the budget until it ends)."""
+    started = started_ms(entry.pid)
+    return started is not None and started > entry.started_at + _START_SLACK_MS
 
 
 def entry_path(registry: Path, pid: int) -> Path:

@@ -34,3 +34,17 @@ def rss_bytes(pid: int | str = "self") -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return 0
+
+
+def started_ms(pid: int) -> int | None:
+    """When ``pid`` started, in ms since the epoch, to within about a second (the boot
+    time /proc gives is in whole seconds); None when it is gone. A record of a pid made
+    before that process started is about an earlier process: pids are reused."""
+    try:
+        after_name = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(after_name[19])  # field 22, starttime: clock ticks after boot
+        boot = next(int(line.split()[1]) for line in
+                    Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
