@@ -70,8 +70,10 @@ class Get(Rule):
         flow.rows_read += rows
         # (a Spark Connect DataFrame answers every attribute, so test the type)
         df = from_arrow(changes) if isinstance(changes, pa.Table) else changes
-        return renamed(df.withColumn(DIFF, F.col(DIFF).cast("bigint")),
-                       [*_pairs(node), (DIFF, DIFF)])
+        pairs = [*_pairs(node), (DIFF, DIFF)]
+        out = renamed(df.withColumn(DIFF, F.col(DIFF).cast("bigint")), pairs)
+        return flow.held(out, _renamed(changes, pairs)) if isinstance(
+            changes, pa.Table) else out
 
 
 def lookup(flow: Dataflow, node: ir.Get, side: Side, stored: str, values: list[Any]
@@ -88,7 +90,13 @@ def lookup(flow: Dataflow, node: ir.Get, side: Side, stored: str, values: list[A
         return None
     flow.rows_read += found.read
     flow.lookups.append((arranged.need.id, side, len(values), found.read))
-    return renamed(from_arrow(found.rows), _pairs(node))
+    return flow.held(renamed(from_arrow(found.rows), _pairs(node)),
+                     _renamed(found.rows, _pairs(node)))
+
+
+def _renamed(rows: pa.Table, pairs: list[tuple[str, str]]) -> pa.Table:
+    """Arrow's ``renamed``: the rows a frame made by it holds."""
+    return pa.table([rows.column(s) for s, _ in pairs], names=[n for _, n in pairs])
 
 
 def empty(flow: Dataflow, node: ir.Get) -> DataFrame:

@@ -99,7 +99,7 @@ def _next(flow: Dataflow, node: ir.Join, dfs: dict[int, DataFrame], sources: lis
         for cy in node.parts[y].columns:
             for j, cj in equivalent(node, (y, cy)):
                 if j in pending:
-                    return j, flow.restriction((ir.col(cj),), picked(dfs[y], [cy]))
+                    return j, flow.key_restriction((ir.col(cj),), dfs[y], [cy])
     return pending[0], None
 
 
