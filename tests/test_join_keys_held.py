@@ -2,7 +2,8 @@
 rows this process already holds (the change feed, an arrangement lookup) instead of
 collecting them back from Spark, which re-sends the rows with every such plan (issue
 34: the Spark path's round trips). Counted, and the view checked against DuckDB after
-every tick of inserts, deletes and updates, NULL keys and text keys among them."""
+every tick of inserts, deletes and updates, NULL keys and text keys among them, with
+filters on the inputs (evaluated in process on the held rows too)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ TABLES = {
     "l": "ok int, price int",
     "s": "seg text, label text",
 }
-VIEW = ("SELECT s.label, o.status, sum(l.price) AS rev, count(*) AS n "
-        "FROM c JOIN o ON c.ck = o.ck JOIN l ON l.ok = o.ok JOIN s ON s.seg = c.seg "
+VIEW = ("SELECT s.label, o.status, sum(l.p2) AS rev, count(*) AS n "
+        # a derived table: a Filter and a Map below the join, evaluated in process on
+        # the held rows too
+        "FROM c JOIN o ON c.ck = o.ck "
+        "JOIN (SELECT ok, price * 2 AS p2 FROM l WHERE price > 1) AS l "
+        "ON l.ok = o.ok JOIN s ON s.seg = c.seg "
+        "WHERE o.status IN ('F', 'O') AND c.seg <> 'none' "
         "GROUP BY s.label, o.status")
 ROUNDS = [
     ["INSERT INTO c VALUES (1, 'auto'), (2, 'home'), (3, NULL), (4, 'auto')",

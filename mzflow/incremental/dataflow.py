@@ -137,6 +137,10 @@ class Dataflow:
         self._held[id(df)] = (df, rows)
         return df
 
+    def rows_held(self, df: DataFrame) -> pa.Table | None:
+        held = self._held.get(id(df))
+        return held[1] if held is not None and held[0] is df else None
+
     def key_restriction(self, exprs: tuple[exp.Expr, ...], df: DataFrame,
                         columns: Sequence[str]) -> Restriction:
         """``restriction(exprs, picked(df, columns))``, its keys taken from the rows
@@ -144,8 +148,7 @@ class Dataflow:
         collect would give them (integers, strings, dates, decimals, booleans)."""
         from mzflow.engine.frames import picked
 
-        held = self._held.get(id(df))
-        rows = held[1] if held is not None and held[0] is df else None
+        rows = self.rows_held(df)
         if rows is None or not all(_exact(rows.schema.field(c).type) for c in columns):
             return self.restriction(exprs, picked(df, columns))
         values = list(dict.fromkeys(zip(*(rows.column(c).to_pylist() for c in columns),

@@ -32,15 +32,29 @@ class Filter(Rule):
         return f"Filter {' AND '.join(ir.sql(p) for p in node.predicates)}"
 
     def full(self, flow: Dataflow, node: ir.Filter, side: Side, r: Restriction | None) -> DataFrame:
-        return self.apply(node, flow.full(node.input, side, r))  # same columns: push as is
+        # same columns: the restriction pushed as is
+        return self._held(flow, node, flow.full(node.input, side, r))
 
     def delta(self, flow: Dataflow, node: ir.Filter) -> DataFrame:
-        return self.apply(node, flow.changes(node.input))
+        return self._held(flow, node, flow.changes(node.input))
 
     def apply(self, node: ir.Filter, df: DataFrame) -> DataFrame:
         for p in node.predicates:
             df = df.where(sql(p))
         return df
+
+    def _held(self, flow: Dataflow, node: ir.Filter, df: DataFrame) -> DataFrame:
+        """The filtered frame, and its rows too when this process holds the input's and
+        evaluates the predicates exactly (a join then takes keys from them)."""
+        from mzflow.incremental.local.flow import filtered
+
+        out, rows = self.apply(node, df), flow.rows_held(df)
+        if rows is None:
+            return out
+        try:
+            return flow.held(out, filtered(node, rows))
+        except Exception:  # noqa: BLE001 - the rows only save round trips: Spark has them
+            return out
 
 
 class Map(Rule):
@@ -56,15 +70,31 @@ class Map(Rule):
 
     def full(self, flow: Dataflow, node: ir.Map, side: Side, r: Restriction | None) -> DataFrame:
         pushed = through(node, r)
-        df = self.apply(node, flow.full(node.input, side, pushed))
+        below = flow.full(node.input, side, pushed)
+        df = _held_map(flow, node, below, self.apply(node, below), ())
         return df if pushed is not None else flow.restrict(df, r)
 
     def delta(self, flow: Dataflow, node: ir.Map) -> DataFrame:
-        return project(flow.changes(node.input), node.exprs + (ir.col(DIFF),),
-                       node.columns + (DIFF,))
+        changes = flow.changes(node.input)
+        out = project(changes, node.exprs + (ir.col(DIFF),), node.columns + (DIFF,))
+        return _held_map(flow, node, changes, out, (DIFF,))
 
     def apply(self, node: ir.Map, df: DataFrame) -> DataFrame:
         return project(df, node.exprs, node.columns)
+
+
+def _held_map(flow: Dataflow, node: ir.Map, below: DataFrame, out: DataFrame,
+              carry: tuple[str, ...]) -> DataFrame:
+    """``out``, with its rows too when this process holds ``below``'s (as Filter._held)."""
+    from mzflow.incremental.local.flow import mapped
+
+    rows = flow.rows_held(below)
+    if rows is None:
+        return out
+    try:
+        return flow.held(out, mapped(node, rows, node.columns, carry))
+    except Exception:  # noqa: BLE001 - the rows only save round trips: Spark has them
+        return out
 
 
 R = TypeVar("R", bound="Restriction | Keys")
