@@ -32,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from run import ALL_VIEWS, CLUSTER, view_sql  # bench/run.py: bench/ is the script's folder
+from run import (  # bench/run.py: bench/ is the script's folder
+    ALL_VIEWS,
+    CLUSTER,
+    profiled_tick,
+    view_sql,
+)
 
 import mzflow
 from mzflow.storage import delta
@@ -107,6 +112,14 @@ def growth(args: argparse.Namespace, views: list[str], say: Say) -> dict[str, An
                         + (f" DIFFERS FROM DUCKDB: {problem}" if problem else ""))
                     if problem:
                         raise SystemExit(1)
+            profiles = {}
+            if args.profile:  # one more batch, each view's tick under cProfile
+                batch = data.make_batch(db, args.orders, seed=9500)
+                data.apply_mzflow(conn, batch, home / "batches" / "profile")
+                data.apply_duckdb(db, batch)
+                for name in views:
+                    profiles[name] = profiled_tick(conn, name, everything=True)
+                    say(f"SF {sf:g} profiled {name}: {profiles[name]['seconds']:.3f} s")
             # Each scale's server, DuckDB and home go before the next: at SF 2 the three
             # scales' large servers and oracles together ran the machine out of memory.
             conn.execute(f"DROP CLUSTER {CLUSTER} CASCADE")
@@ -114,6 +127,8 @@ def growth(args: argparse.Namespace, views: list[str], say: Say) -> dict[str, An
         shutil.rmtree(home, ignore_errors=True)
         out[f"{sf:g}"] = {v: {k: statistics.median(xs) for k, xs in c.items()}
                           for v, c in cells.items()}
+        if profiles:
+            out[f"{sf:g}"]["profiles"] = profiles
     return out
 
 
@@ -216,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="SIZE of the cluster (default large: its memory budget holds "
                          "lineitem's arrangements at SF 2)")
     ap.add_argument("--no-check", action="store_true", help="skip the DuckDB comparison")
+    ap.add_argument("--profile", action="store_true",
+                    help="one more batch per scale with each tick under cProfile, built-ins "
+                    "included (what grows with the tables)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     args = ap.parse_args(argv)
     views = args.views.split(",")

@@ -572,10 +572,12 @@ def rss_bytes() -> int:
     return processes.rss_bytes() or 0
 
 
-def profiled_tick(conn: mzflow.Connection, name: str) -> dict[str, Any]:
+def profiled_tick(conn: mzflow.Connection, name: str, everything: bool = False
+                  ) -> dict[str, Any]:
     """A tick under cProfile: the mzflow, delta-rs and Spark-client functions that took
     at least 3 % of it (cumulative, so callers include their callees; time spent waiting
-    for Spark's JVM shows under the pyspark call that waited)."""
+    for Spark's JVM shows under the pyspark call that waited). ``everything``: every
+    function, built-ins too (numpy's and Arrow's kernels: what grows with a table)."""
     import cProfile
     import pstats
 
@@ -588,18 +590,18 @@ def profiled_tick(conn: mzflow.Connection, name: str) -> dict[str, Any]:
     rows = []
     for (file, line, func), (_, ncalls, _, cum, _) in stats.stats.items():
         where = file.replace("\\", "/")
-        if not any(k in where for k in ("/mzflow/", "/deltalake/", "/pyspark/sql/")):
-            continue
-        if cum < 0.03 * total:
+        ours = any(k in where for k in ("/mzflow/", "/deltalake/", "/pyspark/sql/"))
+        if not (ours or everything) or cum < 0.03 * total:
             continue
         short = where.split("/mzflow/")[-1] if "/mzflow/" in where else (
             "deltalake/" + where.split("/deltalake/")[-1] if "/deltalake/" in where
-            else "pyspark/sql/" + where.split("/pyspark/sql/")[-1])
+            else "pyspark/sql/" + where.split("/pyspark/sql/")[-1] if ours
+            else where.rsplit("/", 2)[-1])
         rows.append({"function": f"{short}:{line}({func})", "calls": ncalls,
                      "cumulative_s": round(cum, 3)})
     rows.sort(key=lambda r: -r["cumulative_s"])
     return {"seconds": total, "strategy": report.strategy, "rows_read": report.rows_read,
-            "files_read": report.files_read, "top": rows[:25]}
+            "files_read": report.files_read, "top": rows[:40 if everything else 25]}
 
 
 def summarize(share: float, n_orders: int, cell: Cell) -> dict[str, Any]:
