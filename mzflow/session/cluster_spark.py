@@ -15,7 +15,7 @@ from mzflow import config
 from mzflow.catalog.model import Item, Snapshot
 from mzflow.clusters import servers as cluster_servers
 from mzflow.clusters.budget import OverBudget
-from mzflow.errors import OutOfMemory, SparkFailure
+from mzflow.errors import Error, OutOfMemory, SparkFailure
 
 log = logging.getLogger("mzflow.session")
 
@@ -51,21 +51,29 @@ def cluster_spark(cfg: config.Config, snap: Snapshot, index: Item) -> Iterator[l
     with memory, spark.using(endpoint.url, endpoint.started_at):
         try:
             yield notices
-        except SparkFailure as e:
-            if isinstance(e, OutOfMemory) or found.spark:
+        except Exception as raised:
+            # pyspark's own error where the tick did not translate it (setting a conf
+            # on a server killed meanwhile: the soak saw a raw _InactiveRpcError)
+            failure = raised if isinstance(raised, Error) else spark.translate_error(raised)
+            if not isinstance(failure, SparkFailure):
+                raise
+            if (isinstance(failure, OutOfMemory) or found.spark) and failure is raised:
                 raise
             # A managed server that died under the tick: Spark stops its JVM after
             # an OutOfMemoryError (exit code 52), and the client saw only a lost
             # connection.
-            code = cluster_servers.died_since(cfg.home, found, started)
+            code = (None if isinstance(failure, OutOfMemory) or found.spark
+                    else cluster_servers.died_since(cfg.home, found, started))
             if code == spark.OOM_EXIT_CODE:
                 raise spark.out_of_memory(" (its server stopped; the next tick starts "
                                           "a new one)") from None
             if code is not None:
                 raise SparkFailure(
                     f'cluster "{found.name}": its Spark server died (exit code {code}) '
-                    "during the tick", detail=str(e),
+                    "during the tick", detail=str(failure),
                     hint="the next tick starts a new one; its log is "
                          f"{cluster_servers.folder(cfg.home, found) / 'server.log'}"
                 ) from None
-            raise
+            if failure is raised:
+                raise
+            raise failure from None
