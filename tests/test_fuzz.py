@@ -478,19 +478,22 @@ def check_everything(conn: mzflow.Connection, home: str, where: str) -> None:
     assert {c[0] for c in collections} == object_ids, f"collection ids out of step\n{where}"
     assert len({c[1] for c in collections}) == len(collections), where
     assert rows(conn, "SHOW CLUSTERS") == sorted(((c[1],) for c in state["clusters"]), key=repr)
-    # SHOW OBJECTS lists the current schema: public, where every object here lives, or
-    # nothing when the search path names no schema that exists (SET search_path = c1).
+    # SHOW OBJECTS lists the current schema: public, where every object here lives; when
+    # the search path names no schema that exists (SET search_path = c1), Materialize's
+    # "no valid schema selected".
     (schema,), = rows(conn, "SELECT current_schema()")
-    if schema in ("public", None):
-        assert rows(conn, "SHOW OBJECTS") == (sorted(
-            ((o[1],) for o in state["objects"] if o[2] != "index"), key=repr)
-            if schema == "public" else []), where
+    if schema == "public":
+        assert rows(conn, "SHOW OBJECTS") == sorted(
+            ((o[1],) for o in state["objects"] if o[2] != "index"), key=repr), where
+    elif schema is None:
+        with pytest.raises(mzflow.Error, match="^no valid schema selected"):
+            conn.execute("SHOW OBJECTS")
     with connect(home) as other:
         assert rows(other, "SELECT id, name FROM mz_clusters") == state["clusters"], where
     kinds = {o[0]: o[2] for o in state["objects"]}
     assert all(kinds[i] == "index" for i, in rows(conn, "SELECT id FROM mz_indexes")), where
     assert all(kinds[i] == "sink" for i, in rows(conn, "SELECT id FROM mz_sinks")), where
-    for _, fmt, _ in rows(conn, "SHOW SINKS"):
+    for _, fmt, _ in rows(conn, "SHOW SINKS FROM public"):
         assert fmt in ("parquet", "csv", "json", "delta"), f"sink format {fmt!r}\n{where}"
     # Stored SQL round-trips: definitions and SHOW CREATE output parse again.
     for table in ("mz_views", "mz_materialized_views"):

@@ -108,6 +108,10 @@ def test_the_search_path_finds_names_and_places_new_objects(
     assert rows(conn, "SELECT current_schemas(false)") == [([],)]
     assert rows(conn, "SELECT current_schemas(true)") == [(["mz_catalog", "pg_catalog"],)]
     fails(conn, "CREATE TABLE t (i int)", "3F000", "no schema has been selected to create in")
+    # Nor listed without saying where (Materialize's resolve_active_schema).
+    for show in ("SHOW TABLES", "SHOW OBJECTS", "SHOW VIEWS", "SHOW SOURCES", "SHOW SINKS"):
+        fails(conn, show, "3F000", "no valid schema selected")
+    assert rows(conn, "SHOW TABLES FROM public") == []
     conn.execute("CREATE SCHEMA foo")
     assert rows(conn, "SELECT current_schema()") == [("foo",)]
     assert rows(conn, "SELECT current_schemas(true)") == [

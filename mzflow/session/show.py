@@ -24,7 +24,7 @@ from mzflow.catalog.model import (
     Snapshot,
 )
 from mzflow.engine import local
-from mzflow.errors import UnknownDatabase, UnknownObject, WrongObjectType
+from mzflow.errors import UnknownDatabase, UnknownObject, UnknownSchema, WrongObjectType
 from mzflow.maintain import arrangements
 from mzflow.sql import ast
 from mzflow.sql.parse import parse_one
@@ -113,12 +113,17 @@ def _cluster_filter(snap: Snapshot, stmt: ast.Show) -> int | None:
     return snap.cluster_by_name(cluster.name).id if cluster is not None else None
 
 
-def _listed_schema(snap: Snapshot, stmt: ast.Show) -> str | None:
-    """The schema a SHOW lists (FROM [database.]schema, else the current schema);
-    None when the search path names none that exists (an empty list)."""
+def _listed_schema(snap: Snapshot, stmt: ast.Show) -> str:
+    """The schema a SHOW lists (FROM [database.]schema, else the current schema:
+    Materialize refuses the SHOW when the search path names none that exists)."""
     schema = stmt.args.get("schema")
     if schema is None:
-        return names.current_schema(snap)
+        current = names.current_schema(snap)
+        if current is None:
+            raise UnknownSchema("no valid schema selected",
+                                hint="SET search_path to a schema that exists, or SHOW … "
+                                     "FROM <schema>")
+        return current
     # FROM s is parsed as a one-part object name: its "table" is the schema.
     database = schema.db or None
     return names.require_schema(snap, database, schema.name)
