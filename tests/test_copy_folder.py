@@ -167,6 +167,35 @@ def test_bad_files_fail_alone(conn: mzflow.Connection, tmp_path: Path) -> None:
     assert table_rows(conn) == oracle([*good, typed], "csv")
 
 
+def test_a_full_disk_recording_a_bad_file_stops_the_copy_cleanly(
+        conn: mzflow.Connection, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The soak's full disk while a bad file's failure was recorded: a raw OSError. Now
+    mzflow's storage error; the next COPY (space back) records the file and loads the
+    good ones, each once."""
+    import errno
+
+    from mzflow.storage import landing as landing_mod
+    from mzflow.storage.errors import StorageError
+
+    land = tmp_path / "land"
+    good = [write(land / "a.csv", "csv", [(1, "x")])]
+    (land / "b.csv").write_text("2,p,extra\n")
+    real_fsync = os.fsync
+
+    def full(fd: int) -> None:
+        raise OSError(errno.EFBIG, "File too large")
+
+    monkeypatch.setattr(landing_mod.os, "fsync", full)
+    with pytest.raises(StorageError, match='could not record the failure of file ".*b.csv": '
+                                           "File too large"):
+        conn.execute(f"COPY t FROM '{land}' WITH (FORMAT csv)")
+    monkeypatch.setattr(landing_mod.os, "fsync", real_fsync)
+    r = conn.execute(f"COPY t FROM '{land}' WITH (FORMAT csv)")
+    assert table_rows(conn) == oracle(good, "csv")
+    assert r.notices[-1].startswith("1 of ")
+    assert [s for p, _, _, s, _, _ in history(conn) if p.endswith("b.csv")] == ["failed"]
+
+
 def test_corrupt_parquet_fails_alone(conn: mzflow.Connection, tmp_path: Path) -> None:
     files = landing(tmp_path, "parquet", 2)
     whole = (tmp_path / "land" / "part1.parquet").read_bytes()

@@ -27,6 +27,7 @@ from mzflow.session.result import Result
 from mzflow.sql import ast
 from mzflow.sql.parse import parse_one
 from mzflow.storage import landing, paths
+from mzflow.storage.errors import StorageError
 from mzflow.storage.files import BadFile
 
 if TYPE_CHECKING:
@@ -210,7 +211,12 @@ def _progress(conn: Connection, source: Item) -> dict[str, Any]:
 
 def _write_progress(conn: Connection, source: Item, progress: dict[str, Any]) -> None:
     path = paths.source_progress(conn.config.warehouse, source.id)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(progress))
-    os.replace(tmp, path)  # atomic: a reader sees the old step or the new one
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(progress))
+        os.replace(tmp, path)  # atomic: a reader sees the old step or the new one
+    except OSError as e:  # a full disk: the step is not recorded, and runs again
+        tmp.unlink(missing_ok=True)
+        raise StorageError(f"could not record the progress of source "
+                           f"{source.qualified_name}: {e.strerror or e}") from e

@@ -30,6 +30,7 @@ from typing import Any
 from mzflow.catalog.model import TABLE, Snapshot
 from mzflow.errors import InvalidOption
 from mzflow.storage import objects, paths
+from mzflow.storage.errors import StorageError
 
 # The commit metadata of a loaded file's commit (storage/commits.py has the others).
 FILE_KEY = "mzflow.copy.file"  # JSON: path, size, mtime_ns, rows, bytes
@@ -161,11 +162,16 @@ def record_failure(warehouse: Path, table_id: str, f: LandedFile, error: str) ->
                        "identity": f.identity, "error": error,
                        "at_ms": int(time.time() * 1000)})
     target = paths.copy_failures(warehouse, table_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target, "a", encoding="utf-8") as out:
-        out.write(line + "\n")
-        out.flush()
-        os.fsync(out.fileno())
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "a", encoding="utf-8") as out:
+            out.write(line + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+    except OSError as e:  # a full disk (the soak's fault): the COPY stops, cleanly
+        # (a line cut short is skipped when read; the file is recorded again next time)
+        raise StorageError(f'could not record the failure of file "{f.path}": '
+                           f"{e.strerror or e}") from e
 
 
 def _failures(warehouse: Path, table_id: str) -> list[dict[str, Any]]:
