@@ -13,7 +13,7 @@ from typing import Any
 
 TS_KEY = "mzflow.ts"
 MAX_ROWID_KEY = "mzflow.max_rowid"  # the largest row id an append wrote
-# Rows in a staged rewrite's change feed (storage/rewrite.py): its commit has no metrics.
+# Rows a staged rewrite deletes and inserts (storage/rewrite.py): its commit has no metrics.
 ROWS_CHANGED_KEY = "mzflow.rows_changed"
 TABLE_CONFIG = {
     "delta.enableChangeDataFeed": "true",
