@@ -141,6 +141,20 @@ class Dataflow:
         held = self._held.get(id(df))
         return held[1] if held is not None and held[0] is df else None
 
+    def held_from(self, out: DataFrame, below: DataFrame,
+                  rows_of: Callable[[pa.Table], pa.Table]) -> DataFrame:
+        """``out``, a frame computed from ``below``, noted with its rows too when this
+        process holds ``below``'s and ``rows_of`` computes them from those (a row-by-row
+        operator evaluated in process). Any failure there leaves ``out`` alone: the rows
+        only save round trips, Spark has them."""
+        rows = self.rows_held(below)
+        if rows is None:
+            return out
+        try:
+            return self.held(out, rows_of(rows))
+        except Exception:  # noqa: BLE001 - see above
+            return out
+
     def key_restriction(self, exprs: tuple[exp.Expr, ...], df: DataFrame,
                         columns: Sequence[str]) -> Restriction:
         """``restriction(exprs, picked(df, columns))``, its keys taken from the rows

@@ -7,7 +7,7 @@ wing's read source (read/sources.py): session/wiring.py registers ``ROUTER``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from mzflow.projections import shape as shapes
 from mzflow.projections.compute import compute, in_arrow, plain
 from mzflow.projections.shape import AGGREGATE, Routed, Shape, shape_of
 from mzflow.projections.store import part_name, read_files, read_keys, shard_of
+from mzflow.read.sources import Refusal
 from mzflow.storage import paths
 from mzflow.storage.delta import Shard
 
@@ -35,8 +36,6 @@ ROUTED = [0]  # reads answered from a projection
 # the read's own path (in process from the tables when small, else Spark over the
 # projection's rows: read/local_reads.py's ENGINE counts which).
 ENGINE = {"arrow": 0, "declined": 0}
-# EXPLAIN's: why the tables' own in-process path would not answer a read (None: it may).
-Refusal = Callable[[], str | None]
 
 
 @dataclass(frozen=True)

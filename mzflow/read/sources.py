@@ -24,6 +24,7 @@ from mzflow.catalog.model import Snapshot
 
 Rows = list[tuple[Any, ...]]
 RowSource = Callable[[Snapshot], Rows]
+# EXPLAIN's: why the tables' own in-process path would not answer a read (None: it may).
 Refusal = Callable[[], str | None]
 
 

@@ -57,23 +57,21 @@ def cluster_spark(cfg: config.Config, snap: Snapshot, index: Item) -> Iterator[l
             failure = raised if isinstance(raised, Error) else spark.translate_error(raised)
             if not isinstance(failure, SparkFailure):
                 raise
-            if (isinstance(failure, OutOfMemory) or found.spark) and failure is raised:
-                raise
-            # A managed server that died under the tick: Spark stops its JVM after
-            # an OutOfMemoryError (exit code 52), and the client saw only a lost
-            # connection.
-            code = (None if isinstance(failure, OutOfMemory) or found.spark
-                    else cluster_servers.died_since(cfg.home, found, started))
-            if code == spark.OOM_EXIT_CODE:
-                raise spark.out_of_memory(" (its server stopped; the next tick starts "
-                                          "a new one)") from None
-            if code is not None:
-                raise SparkFailure(
-                    f'cluster "{found.name}": its Spark server died (exit code {code}) '
-                    "during the tick", detail=str(failure),
-                    hint="the next tick starts a new one; its log is "
-                         f"{cluster_servers.folder(cfg.home, found) / 'server.log'}"
-                ) from None
+            if not (isinstance(failure, OutOfMemory) or found.spark):
+                # A managed server that died under the tick: Spark stops its JVM after
+                # an OutOfMemoryError (exit code 52), and the client saw only a lost
+                # connection.
+                code = cluster_servers.died_since(cfg.home, found, started)
+                if code == spark.OOM_EXIT_CODE:
+                    raise spark.out_of_memory(" (its server stopped; the next tick "
+                                              "starts a new one)") from None
+                if code is not None:
+                    raise SparkFailure(
+                        f'cluster "{found.name}": its Spark server died (exit code '
+                        f"{code}) during the tick", detail=str(failure),
+                        hint="the next tick starts a new one; its log is "
+                             f"{cluster_servers.folder(cfg.home, found) / 'server.log'}"
+                    ) from None
             if failure is raised:
                 raise
             raise failure from None

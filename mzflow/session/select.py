@@ -103,12 +103,13 @@ class Selects:
                 rows = self._select_in_spark(snap, p, at, strict,
                                              cluster.name if cluster else "default")
             except Exception:
-                if retried or not _dropped_meanwhile(self.store.snapshot(), p):
+                now = self.store.snapshot()
+                if retried or not _dropped_meanwhile(now, p):
                     raise
                 # An index this read was planned to read was dropped while it read (a
                 # blue/green swap's clean-up, a DROP): what serves the view now is in
                 # the catalog as it is now. Planned again there, once.
-                return self._computed(self.store.snapshot(), stmt, at, cached, retried=True)
+                return self._computed(now, stmt, at, cached, retried=True)
         notices = _stale_index_notices(snap, p, cluster.id if cluster else None)
         result = Result([c.name for c in p.bound.columns], rows, status=f"SELECT {len(rows)}",
                         notices=notices, types=[display_name(c.type) for c in p.bound.columns])

@@ -48,3 +48,18 @@ def started_ms(pid: int) -> int | None:
     except (OSError, ValueError, IndexError, StopIteration):
         return None
     return int((boot + ticks / os.sysconf("SC_CLK_TCK")) * 1000)
+
+
+def running(module: str) -> list[tuple[int, list[str], Path]]:
+    """(pid, command line, working directory) of each process whose command line runs
+    ``module`` (``python -m <module> …``) and that this user may read."""
+    out = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            words = [a.decode(errors="replace")
+                     for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+            if module in words:
+                out.append((int(proc.name), words, (proc / "cwd").resolve()))
+        except OSError:  # gone meanwhile, or another user's
+            continue
+    return out

@@ -297,7 +297,7 @@ class Shard:
                 return data.select(cols + [DIFF])
             mask = pc.is_in(data.column(ROWID), again)
             return pa.concat_tables([data.filter(pc.invert(mask)).select(cols + [DIFF]),
-                                     _consolidate_pairs(data.filter(mask), cols)])
+                                     _consolidate(data.filter(mask), cols)])
         return _consolidate(data, cols)
 
     def arrow_schema(self, version: int | None = None) -> pa.Schema:
@@ -393,38 +393,6 @@ class Shard:
         else:
             self._dt.update_incremental()
         return self._dt
-
-
-def _consolidate_pairs(data: pa.Table, cols: list[str]) -> pa.Table:
-    """``_consolidate`` of rows whose row id occurs more than once, faster where most
-    occur as a pair that cancels: a staged rewrite's change feed reads whole files, so
-    every row it kept is there deleted (-1) and inserted (+1) with the same values
-    (the bench's 10 % DELETEs: 360 k such rows grouped by all 17 columns per tick).
-    Such a pair is compared column by column after a sort by row id; the rest (a pair
-    that differs stays as it is; three or more rows) is consolidated by every column."""
-    counts = data.group_by([ROWID], use_threads=False).aggregate(
-        [(ROWID, "count"), (DIFF, "sum")])
-    paired = counts.filter(pc.and_(pc.equal(counts.column(f"{ROWID}_count"), 2),
-                                   pc.equal(counts.column(f"{DIFF}_sum"), 0))).column(ROWID)
-    if len(paired) == 0:
-        return _consolidate(data, cols)
-    in_pair = pc.is_in(data.column(ROWID), paired)
-    pairs = data.filter(in_pair).sort_by([(ROWID, "ascending"), (DIFF, "ascending")])
-    n = pairs.num_rows // 2
-    old = pairs.take(pa.array(range(0, 2 * n, 2)))  # -1: the row as it was
-    new = pairs.take(pa.array(range(1, 2 * n, 2)))  # +1: as it is
-    same = pa.array([True] * n)
-    for c in cols:
-        x, y = old.column(c), new.column(c)
-        equal = pc.or_(pc.fill_null(pc.equal(x, y), False),
-                       pc.and_(pc.is_null(x), pc.is_null(y)))
-        if pa.types.is_floating(x.type):  # NaN equals NaN, as grouping takes it
-            equal = pc.or_(equal, pc.fill_null(pc.and_(pc.is_nan(x), pc.is_nan(y)), False))
-        same = pc.and_(same, equal)
-    differ = pc.invert(same)
-    rest = _consolidate(data.filter(pc.invert(in_pair)), cols)
-    kept = [t.filter(differ).select(cols + [DIFF]).cast(rest.schema) for t in (old, new)]
-    return pa.concat_tables([*kept, rest])
 
 
 def _consolidate(data: pa.Table, cols: list[str]) -> pa.Table:

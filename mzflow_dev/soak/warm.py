@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mzflow.storage.processes import process_alive, rss_bytes
+from mzflow.storage.processes import process_alive, rss_bytes, running
 
 # Kinds of warm process, as the summary counts their kills.
 SERVER, SERVICE = "cluster Spark server", "tick service"
@@ -115,18 +115,10 @@ def supervisors(home: Path) -> set[int]:
         except (OSError, ValueError, KeyError):
             continue
     clusters = (home / "clusters").resolve()
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            words = [a.decode(errors="replace")
-                     for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
-            if "mzflow.clusters.supervisor" not in words:
-                continue
-            # (a relative folder is relative to that process's working directory)
-            folder = ((proc / "cwd").resolve() / words[-1]).resolve()
-        except OSError:
-            continue
-        if folder.parent == clusters:
-            found.add(int(proc.name))
+    for pid, words, cwd in running("mzflow.clusters.supervisor"):
+        # (a relative folder is relative to that process's working directory)
+        if (cwd / words[-1]).resolve().parent == clusters:
+            found.add(pid)
     return found
 
 

@@ -44,17 +44,11 @@ class Filter(Rule):
         return df
 
     def _held(self, flow: Dataflow, node: ir.Filter, df: DataFrame) -> DataFrame:
-        """The filtered frame, and its rows too when this process holds the input's and
+        """The filtered frame, with its rows when this process holds the input's and
         evaluates the predicates exactly (a join then takes keys from them)."""
         from mzflow.incremental.local.flow import filtered
 
-        out, rows = self.apply(node, df), flow.rows_held(df)
-        if rows is None:
-            return out
-        try:
-            return flow.held(out, filtered(node, rows))
-        except Exception:  # noqa: BLE001 - the rows only save round trips: Spark has them
-            return out
+        return flow.held_from(self.apply(node, df), df, lambda rows: filtered(node, rows))
 
 
 class Map(Rule):
@@ -85,16 +79,10 @@ class Map(Rule):
 
 def _held_map(flow: Dataflow, node: ir.Map, below: DataFrame, out: DataFrame,
               carry: tuple[str, ...]) -> DataFrame:
-    """``out``, with its rows too when this process holds ``below``'s (as Filter._held)."""
+    """``out``, with its rows when this process holds ``below``'s (as Filter._held)."""
     from mzflow.incremental.local.flow import mapped
 
-    rows = flow.rows_held(below)
-    if rows is None:
-        return out
-    try:
-        return flow.held(out, mapped(node, rows, node.columns, carry))
-    except Exception:  # noqa: BLE001 - the rows only save round trips: Spark has them
-        return out
+    return flow.held_from(out, below, lambda rows: mapped(node, rows, node.columns, carry))
 
 
 R = TypeVar("R", bound="Restriction | Keys")
