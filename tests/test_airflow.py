@@ -23,6 +23,8 @@ from mzflow_dev.airflow_server import airflow_in_process, throwaway_airflow_home
 _AIRFLOW_HOME = throwaway_airflow_home(reuse=False)
 assert _AIRFLOW_HOME is not None
 
+from scenario import expect_result  # noqa: E402
+
 import mzflow  # noqa: E402
 from mzflow.airflow import graph, pools  # noqa: E402
 from mzflow_dev.airflow_server import AirflowServer, airflow_env, parse_dag_file  # noqa: E402
@@ -245,7 +247,7 @@ for step in json.loads(sys.argv[2]):
     run = g[step["dag"]].test(run_conf=step.get("conf"))
     states = {ti.task_id: str(ti.state).split(".")[-1].lower() for ti in run.get_task_instances()}
     out.append([str(run.state).split(".")[-1].lower(), states])
-print("RESULT " + json.dumps(out))
+RESULT(out)
 """
 
 
@@ -257,12 +259,10 @@ def run_dag_steps(home: Path, airflow_db: Path, tmp_path: Path, dag_file: Path,
     af = _own_airflow_home(airflow_db, tmp_path)
     shutil.copy(dag_file, af / "dags" / dag_file.name)
     env = _airflow_env({**os.environ, "MZFLOW_HOME": str(home), **(extra_env or {})}, af)
-    out = subprocess.run([sys.executable, "-c", _RUN, str(af / "dags" / dag_file.name),
-                          json.dumps(steps)], capture_output=True, text=True, env=env,
-                         timeout=900, cwd=tmp_path)
-    result = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    assert out.returncode == 0 and result, out.stdout[-4000:] + out.stderr[-4000:]
-    return json.loads(result[-1].removeprefix("RESULT ")), out.stdout + out.stderr
+    result, log = expect_result(_RUN, str(af / "dags" / dag_file.name), json.dumps(steps),
+                                env=env, timeout=900, cwd=tmp_path)
+    assert isinstance(result, list)
+    return result, log
 
 
 @pytest.mark.slow
@@ -834,7 +834,7 @@ from airflow.sdk import DAG
 dag = next(v for v in runpy.run_path(sys.argv[1]).values() if isinstance(v, DAG))
 run = dag.test()
 states = {ti.task_id: str(ti.state).split(".")[-1].lower() for ti in run.get_task_instances()}
-print("RESULT", str(run.state).split(".")[-1].lower(), sorted(states.items()))
+RESULT([str(run.state).split(".")[-1].lower(), sorted(states.items())])
 """
 
 
@@ -860,11 +860,9 @@ def test_sql_operators_reach_mzflow_serve_through_the_postgres_hook(
         env = _airflow_env({**os.environ, "MZFLOW_HOME": str(home),
                             "AIRFLOW_CONN_MZFLOW": "postgres://airflow:af-secret@127.0.0.1:"
                                                    f"{server.port}/materialize"}, af)
-        out = subprocess.run([sys.executable, "-c", _SQL_RUN, str(dag_file)],
-                             capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
-        result = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-        assert result, out.stdout[-3000:] + out.stderr[-3000:]
-        assert result[-1] == "RESULT success [('check', 'success'), ('write', 'success')]"
+        result, log = expect_result(_SQL_RUN, str(dag_file), env=env, timeout=600,
+                                    cwd=tmp_path)
+        assert result == ["success", [["check", "success"], ["write", "success"]]], log[-6000:]
     finally:
         server.stop()
     with mzflow.connect(str(home)) as conn:

@@ -29,6 +29,8 @@ from mzflow_dev.airflow_server import airflow_in_process, throwaway_airflow_home
 # Unless test_airflow.py's throwaway home is already in place (its tests need it kept).
 _OWN_HOME = throwaway_airflow_home("provider-")
 
+from scenario import expect_result  # noqa: E402
+
 import mzflow  # noqa: E402
 from mzflow import cli  # noqa: E402
 from mzflow.airflow import install, lineage, provider, uris  # noqa: E402
@@ -369,8 +371,7 @@ from airflow.sdk import DAG
 
 dags = {v.dag_id: v for v in runpy.run_path(sys.argv[1]).values() if isinstance(v, DAG)}
 run = dags["mzflow_etl"].test()
-print("RESULT " + json.dumps({ti.task_id: str(ti.state).split(".")[-1].lower()
-                              for ti in run.get_task_instances()}))
+RESULT({ti.task_id: str(ti.state).split(".")[-1].lower() for ti in run.get_task_instances()})
 """
 
 
@@ -388,12 +389,8 @@ def test_openlineage_events_name_tables_index_and_columns(
     env = {**af_env, "AIRFLOW__CORE__DAGS_FOLDER": str(loader.parent),
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
                {"type": "file", "log_file_path": str(events), "append": True})}
-    proc = subprocess.run([sys.executable, "-c", _SCENARIO, str(loader)], capture_output=True,
-                          text=True, env=env, timeout=600, cwd=tmp_path)
-    log = proc.stdout + proc.stderr
-    result = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and result, log[-6000:]
-    assert json.loads(result[-1].removeprefix("RESULT ")) == {
+    result, log = expect_result(_SCENARIO, str(loader), env=env, timeout=600, cwd=tmp_path)
+    assert result == {
         "totals": "success", "big_idx": "success"}, log[-6000:]
     done = {e["job"]["name"]: e for line in events.read_text().splitlines()
             if (e := json.loads(line))["eventType"] == "COMPLETE" and e.get("outputs")}

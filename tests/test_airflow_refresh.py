@@ -11,7 +11,6 @@ does, this module points it at a throwaway folder unless test_airflow.py already
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import shutil
 import subprocess
@@ -25,6 +24,8 @@ from mzflow_dev.airflow_server import airflow_in_process, throwaway_airflow_home
 
 # Unless test_airflow.py's throwaway home is already in place (its tests need it kept).
 _OWN_HOME = throwaway_airflow_home("refresh-")
+
+from scenario import expect_result  # noqa: E402
 
 import mzflow  # noqa: E402
 from mzflow_dev.airflow_server import airflow_env, parse_dag_file  # noqa: E402
@@ -205,7 +206,7 @@ for dag_id in dags:
     m = DagModel.get_current(dag_id)
     out["models"][dag_id] = [m.timetable_summary, m.next_dagrun and
                              m.next_dagrun_create_after.isoformat()]
-print("RESULT " + json.dumps(out))
+RESULT(out)
 """
 
 
@@ -223,13 +224,10 @@ def test_dag_test_compacts_and_the_database_schedules_each_cluster(
     with mzflow.connect(str(home)) as conn:
         conn.execute("INSERT INTO t VALUES (1, 2)")
     before = time.time()
-    proc = subprocess.run([sys.executable, "-c", _SCENARIO, str(af / "dags" / LOADER.name)],
-                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    res, log = expect_result(_SCENARIO, str(af / "dags" / LOADER.name), env=env,
+                             timeout=600, cwd=tmp_path)
+    assert isinstance(res, dict)
     after = time.time()
-    log = proc.stdout + proc.stderr
-    result = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and result, log[-6000:]
-    res = json.loads(result[-1].removeprefix("RESULT "))
     assert res["state"] == "success" and res["tasks"] == {"compact": "success"}, log[-6000:]
     assert "mzflow compact: materialize.public.t (table): since " in log
     models = res["models"]

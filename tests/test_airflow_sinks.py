@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -25,6 +24,8 @@ from mzflow_dev.airflow_server import airflow_in_process, throwaway_airflow_home
 
 # Unless test_airflow.py's throwaway home is already in place (its tests need it kept).
 _OWN_HOME = throwaway_airflow_home("sinks-")
+
+from scenario import expect_result  # noqa: E402
 
 import mzflow  # noqa: E402
 from mzflow.airflow import graph, tasks  # noqa: E402
@@ -292,8 +293,7 @@ at(4, 0, day=(2026, 10, 26), tz="Europe/Berlin")
 dags = {v.dag_id: v for v in runpy.run_path(dag_file).values() if isinstance(v, DAG)}
 dst = run_dag(dags["mzflow_sink_dst"], pendulum.datetime(2026, 10, 25, 1, 30, tz="UTC"),
               out_dst)
-print("RESULT " + json.dumps({"times": times, "steps": steps, "scheduler_first": first,
-                              "dst": dst}))
+RESULT({"times": times, "steps": steps, "scheduler_first": first, "dst": dst})
 """
 
 
@@ -319,13 +319,9 @@ def test_sink_dag_run_exports_its_interval_once(tmp_path: Path, airflow_db: Path
     home, out = tmp_path / "home", tmp_path / "out"
     env = airflow_env({**os.environ, "MZFLOW_HOME": str(home),
                        "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}, af)
-    proc = subprocess.run([sys.executable, "-c", _SCENARIO, str(home), str(out),
-                           str(af / "dags" / LOADER.name)], capture_output=True, text=True,
-                          env=env, timeout=900, cwd=tmp_path)
-    log = proc.stdout + proc.stderr
-    result = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
-    assert proc.returncode == 0 and result, log[-6000:]
-    res = json.loads(result[-1].removeprefix("RESULT "))
+    res, log = expect_result(_SCENARIO, str(home), str(out), str(af / "dags" / LOADER.name),
+                             env=env, timeout=900, cwd=tmp_path)
+    assert isinstance(res, dict)
     times, (first, again, second) = res["times"], res["steps"]
 
     # The scheduler would start with the sink's first interval, too.

@@ -190,11 +190,14 @@ def test_the_heap_after_gc_holds_nothing_for_a_frame_python_dropped(
     for _ in range(3):
         join()
     gc.collect()
-    assert client.finalizer_deque, "the frames' releases are queued, not yet sent"
+    dropped = {target for _, target in client.finalizer_deque}
+    assert dropped, "the frames' releases are queued, not yet sent"
     spark.heap_after_gc()
     after = spark.retained()
     assert after["broadcast blocks"] <= before["broadcast blocks"], (before, after)
-    assert not client.finalizer_deque
+    # Only the frames' releases: the proxies heap_after_gc and retained() made themselves
+    # are queued as they are collected, some of them after the last release (CI's run).
+    assert not dropped & {target for _, target in client.finalizer_deque}
 
 
 @pytest.mark.spark
