@@ -265,10 +265,9 @@ class Tuning:
         "when a write to a table they read commits meanwhile, they compute again, up to "
         "this many times in all, then once under the lock (0: always under the lock).")})
     staged_write_min_rows: int = field(default=100_000, metadata={"doc": (
-        "An UPDATE or DELETE of at least this many rows (and a quarter or more of the "
-        "rows of the files it touches) writes its files before the write lock and only "
-        "commits them under it; a smaller one merges under the lock, which keeps the "
-        "change feed ticks read to the changed rows. 0: every one that qualifies.")})
+        "An UPDATE or DELETE of at least this many rows writes its files, and the rows "
+        "it changes for the change feed, before the write lock and only commits them "
+        "under it; a smaller one merges under the lock. 0: every one.")})
 
     max_projections_per_table: int = field(default=8, metadata={"doc": (
         "Projections one table may have: every write to the table computes each of "

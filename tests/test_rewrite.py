@@ -1,8 +1,8 @@
 """Large UPDATEs and DELETEs staged before the write lock (storage/rewrite.py).
 
 Storage level, no Spark: a staged rewrite commits exactly the rows a MERGE would, its
-change feed consolidates to exactly the changed rows, and nothing is left behind when
-it is abandoned, its shard moved on, or its commit failed. Through the session and
+change feed holds exactly the changed rows (storage/exact_changes.py), and nothing is
+left behind when it is abandoned, its shard moved on, or its commit failed. Through the session and
 Spark: tests/test_write_lock.py.
 """
 
@@ -75,7 +75,8 @@ def test_a_staged_update_commits_what_a_merge_would(tmp_path: Path) -> None:
     merged_shard.update_rows(new, 10)
     assert version == before + 1 == staged_shard.version()
     assert _rows(staged_shard) == _rows(merged_shard)
-    # The change feed has no change files: whole files, consolidated to the changes.
+    # The change feed reads the rewrite's exact changes, not its whole files.
+    assert staged_shard.change_feed(before, version).num_rows == 2 * len(ids)
     diffs = staged_shard.diffs(before, version)
     assert diffs.num_rows == 2 * len(ids)
     assert Counter(diffs.column(DIFF).to_pylist()) == {1: len(ids), -1: len(ids)}
@@ -85,8 +86,8 @@ def test_a_staged_update_commits_what_a_merge_would(tmp_path: Path) -> None:
                                   merged_shard.diffs(before, version).column("x").to_pylist(),
                                   merged_shard.diffs(before, version).column(DIFF).to_pylist(),
                                   strict=True))
-    # The feed holds whole files (3 out, their rows back in); the estimate counts the
-    # rows that changed, as the MERGE's metrics do.
+    # Delta's own feed of the commit holds whole files (3 out, their rows back in); the
+    # estimate counts the rows that changed, as the MERGE's metrics do.
     feed = pa.table(staged_shard._table().load_cdf(starting_version=version,
                                                    ending_version=version))
     assert feed.num_rows == 2 * 3000
@@ -114,18 +115,72 @@ def test_a_staged_delete_keeps_the_other_rows_and_an_added_column(tmp_path: Path
     assert shard.applied("app") == 1  # the idempotency key is in the commit
 
 
-def test_small_changes_and_a_small_share_of_their_files_merge_instead(
+def _diffs(shard: Shard, after: int, through: int) -> Counter[tuple[Any, ...]]:
+    d = shard.diffs(after, through)
+    return Counter(zip(*(d.column(c).to_pylist() for c in sorted(d.column_names)),
+                       strict=True))
+
+
+def test_small_changes_merge_and_a_small_share_of_a_file_feeds_only_its_rows(
         tmp_path: Path) -> None:
-    shard = _shard(tmp_path, files=1)
+    shard, twin = _shard(tmp_path / "a", files=1), _shard(tmp_path / "b", files=1)
     v = shard.version()
     schema = shard.arrow_schema(v)
     assert rewrite.stage(shard, v, schema, file_size=1 << 24, min_rows=MIN,
                          delete=pa.array(range(50), pa.int64())) is None  # < min_rows
-    # 200 rows of a 4,000-row file: the change feed would carry 20× the changes.
-    assert rewrite.stage(shard, v, schema, file_size=1 << 24, min_rows=MIN,
-                         delete=pa.array(range(200), pa.int64())) is None
+    # 200 rows of a 4,000-row file: staged, and the feed holds the 200, not 8,000.
+    gone = pa.array(range(200), pa.int64())
+    staged = rewrite.stage(shard, v, schema, file_size=1 << 24, min_rows=MIN, delete=gone)
+    assert staged is not None and staged.changed == 200
+    rewrite.commit(shard, staged, 10, None)
+    twin.delete_rows(gone, 10)
+    # Versions around it read as Delta gives them: one feed of the three.
+    for s in (shard, twin):
+        s.append(pa.table({"k": pa.array([-1], pa.int64()), "x": pa.array([0], pa.int64()),
+                           ROWID: pa.array([N], pa.int64())}), 11)
+    assert shard.change_feed(v - 1, v + 2).num_rows == N + 200 + 1
+    assert _diffs(shard, v - 1, v + 2) == _diffs(twin, v - 1, v + 2)
     assert _staging_left(shard) == []
 
+
+def test_an_exact_change_file_gone_reads_the_commits_files_and_compaction_keeps_it(
+        tmp_path: Path) -> None:
+    """The file is an optimisation: without it the feed reads the rewrite's files (the
+    same diffs). An ADD COLUMN after it reads as null in the feed. Compaction deletes
+    it only with the versions that name it."""
+    from mzflow.storage import exact_changes
+
+    def rewritten(path: Path) -> tuple[Shard, int, str]:
+        s = _shard(path)
+        v = s.version()
+        rewrite.commit(s, rewrite.stage(s, v, s.arrow_schema(v), file_size=1 << 24,
+                                        min_rows=MIN, delete=gone), 10, None)
+        s.history()
+        (name,) = s._history().exact.values()
+        assert (s.path / name).is_file()
+        return s, v, name
+
+    gone = pa.array(range(500, 1500), pa.int64())
+    shard, v, name = rewritten(tmp_path / "a")
+    twin = _shard(tmp_path / "b")
+    twin.delete_rows(gone, 10)
+    for s in (shard, twin):
+        s.add_column("y", pa.int32(), 11)
+    assert "y" in shard.change_feed(v, v + 2).column_names
+    assert _diffs(shard, v, v + 2) == _diffs(twin, v, v + 2)
+    (shard.path / name).unlink()
+    assert exact_changes.read(shard.path, name) is None
+    assert shard.change_feed(v, v + 1).num_rows == 2 * 1000 + 1000  # whole files
+    assert _diffs(shard, v, v + 2) == _diffs(twin, v, v + 2)
+
+    shard, v, name = rewritten(tmp_path / "c")
+    shard.append(pa.table({"k": pa.array([-1], pa.int64()), "x": pa.array([0], pa.int64()),
+                           ROWID: pa.array([N], pa.int64())}), 11)
+    time.sleep(0.01)
+    shard.compact(v + 1, 12)  # the rewrite's version is kept: so is its file
+    assert (shard.path / name).is_file()
+    shard.compact(shard.version(), 13)
+    assert not (shard.path / name).exists()
 
 def test_a_shard_that_moved_on_gets_nothing_and_keeps_no_staged_file(
         tmp_path: Path) -> None:

@@ -10,13 +10,16 @@ the same writer as every other file); under the lock, if the shard is still at t
 version, the files move into the shard and one commit adds them and removes the files
 they replace (``create_write_transaction``): milliseconds.
 
-Such a commit has no change-data files: Delta's change feed then reads its removed
-files as deletions and its added ones as insertions, and ``Shard.diffs`` consolidates
-the rows that did not change away. That costs a tick the whole files, where a MERGE's
-change files hold only the changed rows, so only changes that are large, and a large
-share of the files they touch, are staged (``staged_write_min_rows``, ``MIN_SHARE``);
-the rest merge under the lock as before. Partitioned shards always merge (their files' partition
-values would have to be put back into the rows).
+delta-rs's write transactions take no change-data (``cdc``) actions (1.6), so Delta's
+change feed of such a commit reads its removed files as deletions and its added ones as
+insertions: whole files, where a MERGE's change files hold only the changed rows (the
+bench's 10 % DELETEs: 2.7 M rows fed to a tick for 1.5 M changed). So the rewrite also
+writes the rows it deletes and inserts to a file of its own under ``_change_data/``,
+named in the commit's metadata, which ``Shard.change_feed`` reads instead of the
+commit's files (``storage/exact_changes.py``). Only large changes are staged
+(``staged_write_min_rows``); the rest merge under the lock as before. Partitioned
+shards always merge (their files' partition values would have to be put back into the
+rows).
 """
 
 from __future__ import annotations
@@ -35,13 +38,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mzflow.catalog.model import ROWID
+from mzflow.storage import exact_changes
 from mzflow.storage.commits import ROWS_CHANGED_KEY, commit_props
 from mzflow.storage.errors import writes
 from mzflow.storage.rows import plain_type
 
-# Changed rows over the rows of the files they touch: a staged rewrite's change feed
-# holds every row of those files (twice); at a quarter, at most 4× a MERGE's.
-MIN_SHARE = 0.25
 STAGING = "_mz_staging"  # under the shard: Delta and Spark skip folders starting "_"
 _STALE_AFTER_S = 3600.0  # a staging folder this old was left by a killed writer
 
@@ -60,6 +61,7 @@ class Staged:
     adds: list[dict[str, Any]]  # the staging table's add actions (Delta's JSON)
     removes: list[tuple[str, int]]  # (path in the shard, size) of the files replaced
     changed: int  # rows it deletes and inserts, an update counting as both
+    changes: Path | None = None  # those rows, as the change feed gives them (staged)
     moved: list[Path] = field(default_factory=list)
 
     def discard(self) -> None:
@@ -75,7 +77,7 @@ def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int, min_ro
     """Stage replacing the rows of ``replace`` (by row id) or deleting the row ids
     ``delete`` in ``shard`` as of ``version``; None when the change should merge under
     the lock instead (under ``min_rows``, ``staged_write_min_rows``: a MERGE of 50 k
-    rows holds the lock 0.23 s; a small share of its files; a partitioned shard).
+    rows holds the lock 0.23 s; a partitioned shard).
     ``schema``: the shard's full Arrow schema (row ids included), which kept rows of
     files older than an ADD COLUMN are brought to."""
     import pyarrow.parquet as pq
@@ -89,16 +91,17 @@ def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int, min_ro
     ids = pc.unique(ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids)
     actions = shard.add_actions(version)
     touched = _touched(actions, pc.sort_indices(ids), ids)
-    rows = sum(int(actions.column("num_records")[i].as_py() or 0) for i in touched)
-    if not touched or len(ids) < MIN_SHARE * rows:
+    if not touched:
         return None
-    parts = []
+    parts, gone = [], []
     for i in touched:
         # Conformed first: delta-rs's files ask for string views, which Arrow's filter
         # has no kernel for (the soak's UPDATEs of t2, a text column, failed here).
         data = _conform(pq.read_table(shard.path / unquote(actions.column("path")[i].as_py())),
                         schema)
-        parts.append(data.filter(pc.invert(pc.is_in(data.column(ROWID), ids))))
+        hit = pc.is_in(data.column(ROWID), ids)
+        parts.append(data.filter(pc.invert(hit)))
+        gone.append(data.filter(hit))
     if replace is not None:
         parts.append(_conform(replace, schema))
     content = pa.concat_tables(parts)
@@ -110,18 +113,18 @@ def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int, min_ro
         adds = [json.loads(line)["add"]
                 for entry in sorted((folder / "_delta_log").glob("*.json"))
                 for line in entry.read_text().splitlines() if line.startswith('{"add"')]
+        changes = exact_changes.write(folder, pa.concat_tables(gone), (
+            _conform(replace, schema) if replace is not None else None))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     removes = [(actions.column("path")[i].as_py(), int(actions.column("size_bytes")[i].as_py()))
                for i in touched]
     # The rows that change, as a MERGE's metrics count them (Shard.estimated_change_count:
-    # the batch a tick's cost switch weighs). The change feed holds more (whole files,
-    # consolidated to these): counting those made the bench's 10 % batches, whose
-    # DELETEs stage, look a quarter of lineitem and recompute (R010), 1.4-2.9x slower.
-    kept = sum(p.num_rows for p in parts[:len(touched)])
+    # the batch a tick's cost switch weighs).
     inserted = replace.num_rows if replace is not None else 0
-    return Staged(shard.path, version, folder, adds, removes, rows - kept + inserted)
+    return Staged(shard.path, version, folder, adds, removes,
+                  sum(g.num_rows for g in gone) + inserted, changes)
 
 
 @writes
@@ -142,8 +145,13 @@ def _commit(self: Any, staged: Staged, ts: int, txn: tuple[str, int] | None) -> 
         actions.append(AddAction(target.name, int(add["size"]), {}, now, True,
                                  add["stats"]))
     actions += [RemoveAction(path, True, now, size, {}) for path, size in staged.removes]
-    dt.create_write_transaction(actions, "append", dt.schema(), commit_properties=commit_props(
-        ts, txn, extra={ROWS_CHANGED_KEY: str(staged.changed)}))
+    extra = {ROWS_CHANGED_KEY: str(staged.changed)}
+    if staged.changes is not None:
+        moved = exact_changes.move_into(staged.changes, staged.shard)
+        staged.moved.append(staged.shard / moved)
+        extra[exact_changes.KEY] = moved
+    dt.create_write_transaction(actions, "append", dt.schema(),
+                                commit_properties=commit_props(ts, txn, extra=extra))
     return staged.version + 1
 
 
