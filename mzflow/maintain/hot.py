@@ -131,19 +131,27 @@ class Hot:
             out.append(p)
         return out if out and out[-1].upto == version else None
 
-    def lookup(self, version: int, values: Sequence[Any], columns: Sequence[str]
+    def lookup(self, version: int, values: Sequence[Any] | pa.Array, columns: Sequence[str]
                ) -> Lookup | None:
-        """The table's rows at ``version`` whose key is among ``values``, with
-        ``columns`` (None: this version is not held, or the values do not compare)."""
+        """The table's rows at ``version`` whose key is among ``values`` (Python values
+        or an Arrow array), with ``columns`` (None: this version is not held, or the
+        values do not compare)."""
         chain = self.chain(version)
         if chain is None:
             return None
-        present = [v for v in values if v is not None]
-        with_null = len(present) < len(values)
+        key_type = self.parts[0].rows.schema.field(self.key).type
         try:
-            wanted = pc.unique(pa.array(present, self.parts[0].rows.schema.field(
-                self.key).type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            if isinstance(values, pa.Array):
+                if pa.types.is_string(key_type) != pa.types.is_string(values.type):
+                    return None  # as Python values: a number is no text (no cast)
+                with_null = values.null_count > 0
+                wanted = pc.unique(values.drop_null().cast(key_type))
+            else:
+                present = [v for v in values if v is not None]
+                with_null = len(present) < len(values)
+                wanted = pc.unique(pa.array(present, key_type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError,
+                OverflowError):
             return None
         pieces = []
         for p in chain:

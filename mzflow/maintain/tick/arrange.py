@@ -86,7 +86,8 @@ class Arranged:
         chain = self.shard.chain(version, self.batches)
         if chain is None:
             return None
-        found = self.shard.lookup(chain, list(values), columns, self.most)
+        found = self.shard.lookup(chain, values.to_pylist() if isinstance(values, pa.Array)
+                                  else list(values), columns, self.most)
         if found is not None:
             self.read[0] += found.read
         return found
