@@ -65,6 +65,11 @@ def test_lookups_equal_the_table_at_every_held_version(base: list[tuple], batche
         got = Counter(zip(found.rows.column("v").to_pylist(), found.rows.column("k").to_pylist(),
                           strict=True))
         assert got == want, version
+        # The same keys as an Arrow array (a join's keys from a table in hand), int32.
+        as_array = spine.lookup(version, pa.array(wanted, pa.int32()), ["v", "k"])
+        assert as_array is not None and Counter(zip(
+            as_array.rows.column("v").to_pylist(), as_array.rows.column("k").to_pylist(),
+            strict=True)) == want, version
         # a column the arrangement does not keep is NULL, never a made-up value
         assert found.rows.column("w").null_count == found.rows.num_rows
 
@@ -147,6 +152,10 @@ def test_a_non_integer_key_is_looked_up_by_hash() -> None:
     assert found is not None
     assert sorted(map(str, found.rows.column("s").to_pylist())) == ["None", "b", "b"]
     assert spine.lookup(2, ["b"], ["s"]) is None  # a version it does not hold
+    found = spine.lookup(3, pa.array(["b", None]), ["s"])  # as an Arrow array
+    assert found is not None and found.rows.num_rows == 3
+    # Numbers are not text: no cast, the caller reads the table instead.
+    assert spine.lookup(3, pa.array([1, 2]), ["s"]) is None
 
 
 Q = ("SELECT o.c, count(*) AS n, sum(l.q) AS s FROM l JOIN o ON l.ok = o.ok "
