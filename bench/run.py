@@ -101,6 +101,9 @@ SYSTEMS = ("mzflow", "recompute", "sdp")
 # refresh is reported beside them). 0.1 % batches: at least this many times faster, a
 # median tick of at most 0.5 s, and no recompute.
 TARGET_SPEEDUP = {"q01": 20.0, "q03": 5.0, "q05": 10.0, "q18": 10.0, "topk": 10.0}
+# With --tick-executor spark the target is "no slower than today": issue 34's figures
+# for Spark-only ticks (medians of 5 batches at 0.1 %, against the same recompute).
+SPARK_TODAY = {"q01": 5.0, "q03": 0.98, "q05": 1.02, "q18": 1.43, "topk": 2.2}
 SMALL_TICK_S = 0.5
 ONE_PCT_SPEEDUP = 3.0  # 1 % batches: every view at least 3x
 MAX_SLOWDOWN = 1.1  # 10 % batches: never slower than 1.1x the recompute
@@ -706,6 +709,14 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                     "at_stated_scale": at_scale})
 
     cells = result["cells"]
+    if result.get("tick_executor") == "spark":
+        for name, by_size in cells.items():
+            small, want = by_size.get("0.1%"), SPARK_TODAY.get(name)
+            if small is not None and want is not None:
+                got = small["speedup_vs_recompute"]
+                target(f"spark path: {name} at 0.1% no slower than the issue's {want:g}x",
+                       got, got >= want)
+        return out  # the other targets are the default executor's
     for name, by_size in cells.items():
         small = by_size.get("0.1%")
         if small is not None:
