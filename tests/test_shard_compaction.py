@@ -78,3 +78,38 @@ def test_without_the_kept_commits_log_nothing_is_deleted(tmp_path: Path) -> None
     # a kept version whose commit file is missing (here: one past the newest)
     assert shard._drop_change_files(shard.version() - 1, shard.version() + 1) == 0
     assert _change_files(shard.path) == before
+
+
+def test_compaction_deletes_data_files_no_commit_named_an_hour_old(tmp_path: Path) -> None:
+    """A writer killed between writing its files and committing them (a staged rewrite's
+    files are moved into the shard first) leaves data files no commit names: Delta's
+    vacuum never deletes those. Compaction does, once they are an hour old; a newer one
+    may be a write in flight. A staged rewrite's exact changes, which Delta's full
+    vacuum would list too (no ``cdc`` action names them), stay while their version does."""
+    from mzflow.storage import rewrite
+
+    shard = Shard(tmp_path / "t")
+    shard.create(pa.schema([("k", pa.int64())]), 1)
+    for ts in (2, 3):
+        ids = pa.array(range(ts * 100, ts * 100 + 100), pa.int64())
+        shard.append(pa.table({"k": ids, "_mz_rowid": ids}), ts)
+    v = shard.version()
+    rewrite.commit(shard, rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24,
+                                        min_rows=1, delete=pa.array(range(300, 350),
+                                                                    pa.int64())), 4, None)
+    shard.history()
+    (changes,) = (shard.path / name for name in shard._history().exact.values())
+    live = sorted(p.name for p in shard.path.glob("*.parquet"))
+    old, fresh = (shard.path / f"part-00000-orphan-{age}.parquet" for age in ("old", "new"))
+    for path in (old, fresh):
+        path.write_bytes((shard.path / live[0]).read_bytes())
+    hours_ago = time.time() - 2 * 3600
+    for path in (old, changes):
+        os.utime(path, (hours_ago, hours_ago))
+
+    stats = shard.compact(shard.version(), 5)
+
+    assert not old.exists() and fresh.exists() and changes.exists()
+    assert stats["removed_files"] >= 1
+    assert sorted(shard.read(shard.version()).column("k").to_pylist()) == [
+        *range(200, 300), *range(350, 400)]

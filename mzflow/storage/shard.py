@@ -34,6 +34,9 @@ from mzflow.storage.rows import plain_type
 
 TARGET_FILE_SIZE = 16 * 1024 * 1024  # the file_size tuning's default
 DIFF = "_mz_diff"  # a change's multiplicity: +n inserted, -n deleted
+# A data file no commit names is deleted by compaction once this old: a writer stages
+# and commits within one statement (storage/rewrite.py sweeps its staging as old).
+ORPHAN_AGE_HOURS = 1
 
 
 @dataclass
@@ -376,7 +379,27 @@ class Shard:
         removed = len(dt.vacuum(retention_hours=0, dry_run=False,
                                 enforce_retention_duration=False, keep_versions=keep,
                                 commit_properties=props))
-        return removed + self._drop_change_files(keep_from, keep[-1])
+        return (removed + self._drop_orphans(dt, keep)
+                + self._drop_change_files(keep_from, keep[-1]))
+
+    def _drop_orphans(self, dt: Any, keep: list[int]) -> int:
+        """Delete the data files no commit ever named, an hour old: a writer killed
+        after writing its files and before committing them left them (a staged
+        rewrite's, moved into the shard under the lock; an append's). Delta's vacuum
+        only deletes files a commit removed; its ``full`` mode lists the rest, but also
+        mzflow's own files under ``_`` folders (a rewrite's exact changes, staging):
+        those are left to their own clean-up. How many went."""
+        from urllib.parse import unquote
+
+        found = dt.vacuum(retention_hours=ORPHAN_AGE_HOURS, dry_run=True,
+                          enforce_retention_duration=False, full=True, keep_versions=keep)
+        removed = 0
+        for name in found:
+            if name.startswith(("_", ".")) or "/_" in name or "/." in name:
+                continue
+            (self.path / unquote(name)).unlink(missing_ok=True)
+            removed += 1
+        return removed
 
     def _drop_change_files(self, keep_from: int, latest: int) -> int:
         """Delete the change-feed files (``_change_data/``) that only versions before
