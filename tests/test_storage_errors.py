@@ -129,3 +129,64 @@ def test_a_full_disk_under_a_projection_shards_writes_is_a_storage_error(
     shard.vacuum(0)  # space again
     assert shard.add(big, ("w", 99), {"operation": "test"})
     assert len(shard.parts()) == 31
+
+
+def test_a_full_disk_while_a_large_write_stages_is_a_storage_error(tmp_path: Path) -> None:
+    """A large UPDATE or DELETE writes its files before the lock (storage/rewrite.py):
+    a full disk there was delta-rs's raw DeltaError in the 15-minute soak."""
+    from mzflow.storage import rewrite
+
+    shard = Shard(tmp_path / "t")
+    shard.create(pa.schema([("a", pa.string())]), 1)
+    rows = pa.table({"a": pa.array([f"row {i} " * 20 for i in range(5_000)]),
+                     "_mz_rowid": pa.array(range(5_000), pa.int64())})
+    shard.append(rows, 2)
+    v = shard.version()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16_384, hard))
+    try:
+        with pytest.raises(StorageError, match="could not write shard t"):
+            rewrite.stage(shard, v, shard.arrow_schema(v), file_size=1 << 24, min_rows=1,
+                          delete=pa.array(range(0, 5_000, 2), pa.int64()))
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert not any((shard.path / rewrite.STAGING).glob("*"))  # nothing left staged
+    assert shard.version() == v
+
+
+# The in-process JVM could not start (in the soak: a full disk as it started):
+# pyspark's JAVA_GATEWAY_EXITED reached a tick raw. Here a heap Java refuses does it.
+_NO_START_CHILD = """
+import json
+import mzflow
+
+c = mzflow.connect()
+c.execute("ALTER SYSTEM SET local_read_max_rows = 0")  # reads run on Spark
+c.execute("CREATE TABLE t (a int)")
+c.execute("INSERT INTO t VALUES (1), (2)")
+try:
+    out = {"ok": c.execute("SELECT sum(a) FROM t").rows}
+except mzflow.Error as e:
+    out = {"type": type(e).__name__, "message": e.message}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_jvm_that_cannot_start_is_a_spark_failure(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
+           "MZFLOW_CLUSTER_SPARK": "in-process", "MZFLOW_SPARK_DRIVER_MEMORY": "1k"}
+    done = subprocess.run([sys.executable, "-c", _NO_START_CHILD], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["type"] == "SparkFailure", out
+    assert out["message"].startswith("could not start Spark: its JVM exited"), out

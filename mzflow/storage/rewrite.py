@@ -71,6 +71,7 @@ class Staged:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+@writes  # a full disk while staging: mzflow's StorageError (the soak's raw DeltaError)
 def stage(shard: Any, version: int, schema: pa.Schema, *, file_size: int, min_rows: int,
           replace: pa.Table | None = None, delete: pa.Array | None = None
           ) -> Staged | None:

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from mzflow import config
 from mzflow.engine.spark import closing, tags
+from mzflow.errors import SparkFailure
 
 if TYPE_CHECKING:
     from mzflow.engine.spark.failures import Memory
@@ -368,8 +369,17 @@ class SparkRuntime:
         for key, value in _SESSION_CONF.items():
             builder = builder.config(key, value)
         interrupt = signal.getsignal(signal.SIGINT)
-        with _jvm_output(self._jvm_log):
-            spark = builder.getOrCreate()
+        try:
+            with _jvm_output(self._jvm_log):
+                spark = builder.getOrCreate()
+        except Exception as e:
+            if "JAVA_GATEWAY_EXITED" not in str(e):
+                raise
+            # pyspark's words say nothing of why: a full disk (the soak's), no memory
+            # for the heap, a broken Java. The JVM wrote why to its log.
+            where = f"; its output is in {self._jvm_log}" if self._jvm_log else ""
+            raise SparkFailure(f"could not start Spark: its JVM exited as it started{where}"
+                               ) from e
         if threading.current_thread() is threading.main_thread():
             # pyspark installs a Ctrl-C handler that cancels jobs over the main thread's
             # Py4J connection, which is busy with the interrupted call: the cancel fails
