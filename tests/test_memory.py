@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from scenario import expect_result
 
 from mzflow.catalog.model import Cluster
 from mzflow.clusters import servers as cluster_servers
@@ -133,7 +132,7 @@ _CHILD = textwrap.dedent("""
     snap = s.store.snapshot()
     index = [i for i in snap.items if i.kind == "index"][0]
     out["index_state"] = list(ticks.index_shard(s.config.warehouse, index).state())
-    print(json.dumps(out))
+    RESULT(out)
 """)
 
 
@@ -142,10 +141,8 @@ _CHILD = textwrap.dedent("""
 def test_a_tiny_heap_gives_a_clear_error_and_the_process_goes_on(tmp_path: Path) -> None:
     env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
            "MZFLOW_SPARK_DRIVER_MEMORY": "512m", "MZFLOW_CLUSTER_SPARK": "in-process"}
-    done = subprocess.run([sys.executable, "-c", _CHILD], env=env, capture_output=True,
-                          text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out, _ = expect_result(_CHILD, env=env, cwd=tmp_path, timeout=900)
+    assert isinstance(out, dict)
     read = out["read"]
     assert read["type"] == "OutOfMemory" and read["code"] == "53200", read
     assert read["message"].startswith('cluster "default" ran out of memory: Spark\'s '

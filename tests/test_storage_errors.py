@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from scenario import expect_result
 
 from mzflow.storage.delta import Shard, StorageError
 
@@ -64,24 +65,19 @@ try:  # the fault is over (a JVM it broke is gone: a new one has no limit)
 except ProcessLookupError:
     pass
 out["after"] = {"ok": c.execute(query).rows}
-print(json.dumps(out))
+RESULT(out)
 """
 
 
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_jvm_broken_by_a_full_disk_is_replaced(tmp_path: Path) -> None:
-    import json
     import os
-    import subprocess
-    import sys
 
     env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
            "MZFLOW_CLUSTER_SPARK": "in-process"}
-    done = subprocess.run([sys.executable, "-c", _SNAPPY_CHILD], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out, _ = expect_result(_SNAPPY_CHILD, env=env, cwd=tmp_path, timeout=600)
+    assert isinstance(out, dict)
     assert out["during"]["type"] == "SparkFailure", out
     assert "the next statement starts a new one" in out["during"]["message"]
     assert out["after"] == {"ok": [[1, 1], [2, 2]]}, out
@@ -170,23 +166,18 @@ try:
     out = {"ok": c.execute("SELECT sum(a) FROM t").rows}
 except mzflow.Error as e:
     out = {"type": type(e).__name__, "message": e.message}
-print(json.dumps(out))
+RESULT(out)
 """
 
 
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_jvm_that_cannot_start_is_a_spark_failure(tmp_path: Path) -> None:
-    import json
     import os
-    import subprocess
-    import sys
 
     env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
            "MZFLOW_CLUSTER_SPARK": "in-process", "MZFLOW_SPARK_DRIVER_MEMORY": "1k"}
-    done = subprocess.run([sys.executable, "-c", _NO_START_CHILD], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out, _ = expect_result(_NO_START_CHILD, env=env, cwd=tmp_path, timeout=600)
+    assert isinstance(out, dict)
     assert out["type"] == "SparkFailure", out
     assert out["message"].startswith("could not start Spark: its JVM exited"), out
