@@ -18,12 +18,23 @@ def RESULT(value):
     import json, os
     with open(os.environ["SCENARIO_RESULT_FILE"], "w") as f:
         json.dump(value, f)
+
+
+def OUTCOME(fn):
+    """``{"ok": fn()}``, or the mzflow error it raised: type, SQLSTATE, message, hint."""
+    import mzflow
+    try:
+        return {"ok": fn()}
+    except mzflow.Error as e:
+        return {"type": type(e).__name__, "code": e.code, "message": e.message,
+                "hint": e.hint}
 '''
 
 
 def run_scenario(code: str, *args: str, env: dict[str, str], cwd: Path,
                  timeout: float) -> tuple[object, str, int]:
-    """Run ``code`` with ``args`` as its ``sys.argv[1:]``: (its RESULT, or None when
+    """Run ``code`` with ``args`` as its ``sys.argv[1:]`` (``RESULT`` and ``OUTCOME``
+    defined for it): (its RESULT, or None when
     it called none, its stdout and stderr, its exit code)."""
     with tempfile.TemporaryDirectory(dir=cwd) as tmp:
         path = Path(tmp) / "result.json"
@@ -41,3 +52,16 @@ def expect_result(code: str, *args: str, env: dict[str, str], cwd: Path,
     assert rc == 0 and result is not None, log[-8000:]
     return result, log
 
+
+
+def in_process_spark(code: str, home: Path, *, timeout: float = 900,
+                     **env: str) -> dict[str, object]:
+    """``code``'s RESULT (a dict), run with ``home`` as its mzflow home and its clusters'
+    ticks on its own in-process Spark (a JVM of its own), plus ``env``."""
+    import os
+
+    result, _ = expect_result(code, env={**os.environ, "MZFLOW_HOME": str(home / "home"),
+                                         "MZFLOW_CLUSTER_SPARK": "in-process", **env},
+                              cwd=home, timeout=timeout)
+    assert isinstance(result, dict), result
+    return result

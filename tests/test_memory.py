@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from scenario import expect_result
+from scenario import in_process_spark
 
 from mzflow.catalog.model import Cluster
 from mzflow.clusters import servers as cluster_servers
@@ -107,7 +107,6 @@ def test_a_server_dying_slowly_is_still_seen_dying_of_memory(tmp_path: Path) -> 
 # cannot fit in 512 MB. (One allocation fails at once; a slowly filled heap would spend
 # minutes collecting garbage first.)
 _CHILD = textwrap.dedent("""
-    import json, sys
     import mzflow
     from mzflow.maintain import ticks
 
@@ -117,18 +116,12 @@ _CHILD = textwrap.dedent("""
     s.execute("INSERT INTO t VALUES (1, 'abcdefghij'), (2, NULL), (3, 'x')")
     s.execute("CREATE MATERIALIZED VIEW huge AS "
               "SELECT x, length(repeat(s, 100000000)) AS n FROM t")
-    out = {}
-
-    def attempt(name, fn):
-        try:
-            out[name] = {"ok": fn()}
-        except mzflow.Error as e:
-            out[name] = {"type": type(e).__name__, "code": e.code, "message": e.message,
-                         "hint": e.hint}
-
-    attempt("read", lambda: s.execute("SELECT max(length(repeat(s, 100000000))) FROM t").rows)
-    attempt("after", lambda: s.execute("SELECT count(*) FROM t").rows)
-    attempt("tick", lambda: [r.line() for r in s.tick()])
+    out = {
+        "read": OUTCOME(lambda: s.execute(
+            "SELECT max(length(repeat(s, 100000000))) FROM t").rows),
+        "after": OUTCOME(lambda: s.execute("SELECT count(*) FROM t").rows),
+        "tick": OUTCOME(lambda: [r.line() for r in s.tick()]),
+    }
     snap = s.store.snapshot()
     index = [i for i in snap.items if i.kind == "index"][0]
     out["index_state"] = list(ticks.index_shard(s.config.warehouse, index).state())
@@ -139,10 +132,7 @@ _CHILD = textwrap.dedent("""
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_tiny_heap_gives_a_clear_error_and_the_process_goes_on(tmp_path: Path) -> None:
-    env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
-           "MZFLOW_SPARK_DRIVER_MEMORY": "512m", "MZFLOW_CLUSTER_SPARK": "in-process"}
-    out, _ = expect_result(_CHILD, env=env, cwd=tmp_path, timeout=900)
-    assert isinstance(out, dict)
+    out = in_process_spark(_CHILD, tmp_path, MZFLOW_SPARK_DRIVER_MEMORY="512m")
     read = out["read"]
     assert read["type"] == "OutOfMemory" and read["code"] == "53200", read
     assert read["message"].startswith('cluster "default" ran out of memory: Spark\'s '

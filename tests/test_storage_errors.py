@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from scenario import expect_result
+from scenario import in_process_spark
 
 from mzflow.storage.delta import Shard, StorageError
 
@@ -43,7 +43,7 @@ def test_a_write_that_finds_no_space_is_a_storage_error(tmp_path: Path) -> None:
 # later Parquet read ("Could not initialize class org.xerial.snappy.Snappy") after the
 # fault had ended. The child runs its own JVM, so snappy is not loaded yet.
 _SNAPPY_CHILD = """
-import json, resource, sys
+import resource
 import mzflow
 from mzflow.engine import spark
 
@@ -55,11 +55,7 @@ query = "SELECT a, count(*) FROM t GROUP BY a HAVING count(*) > 0 ORDER BY a"
 pid = spark.session().sparkContext._gateway.proc.pid
 _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
 resource.prlimit(pid, resource.RLIMIT_FSIZE, (4096, hard))  # the JVM's disk is full
-out = {}
-try:
-    out["during"] = {"ok": c.execute(query).rows}
-except mzflow.Error as e:
-    out["during"] = {"type": type(e).__name__, "message": e.message}
+out = {"during": OUTCOME(lambda: c.execute(query).rows)}
 try:  # the fault is over (a JVM it broke is gone: a new one has no limit)
     resource.prlimit(pid, resource.RLIMIT_FSIZE, (hard, hard))
 except ProcessLookupError:
@@ -72,12 +68,7 @@ RESULT(out)
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_jvm_broken_by_a_full_disk_is_replaced(tmp_path: Path) -> None:
-    import os
-
-    env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
-           "MZFLOW_CLUSTER_SPARK": "in-process"}
-    out, _ = expect_result(_SNAPPY_CHILD, env=env, cwd=tmp_path, timeout=600)
-    assert isinstance(out, dict)
+    out = in_process_spark(_SNAPPY_CHILD, tmp_path)
     assert out["during"]["type"] == "SparkFailure", out
     assert "the next statement starts a new one" in out["during"]["message"]
     assert out["after"] == {"ok": [[1, 1], [2, 2]]}, out
@@ -155,29 +146,19 @@ def test_a_full_disk_while_a_large_write_stages_is_a_storage_error(tmp_path: Pat
 # The in-process JVM could not start (in the soak: a full disk as it started):
 # pyspark's JAVA_GATEWAY_EXITED reached a tick raw. Here a heap Java refuses does it.
 _NO_START_CHILD = """
-import json
 import mzflow
 
 c = mzflow.connect()
 c.execute("ALTER SYSTEM SET local_read_max_rows = 0")  # reads run on Spark
 c.execute("CREATE TABLE t (a int)")
 c.execute("INSERT INTO t VALUES (1), (2)")
-try:
-    out = {"ok": c.execute("SELECT sum(a) FROM t").rows}
-except mzflow.Error as e:
-    out = {"type": type(e).__name__, "message": e.message}
-RESULT(out)
+RESULT(OUTCOME(lambda: c.execute("SELECT sum(a) FROM t").rows))
 """
 
 
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_jvm_that_cannot_start_is_a_spark_failure(tmp_path: Path) -> None:
-    import os
-
-    env = {**os.environ, "MZFLOW_HOME": str(tmp_path / "home"),
-           "MZFLOW_CLUSTER_SPARK": "in-process", "MZFLOW_SPARK_DRIVER_MEMORY": "1k"}
-    out, _ = expect_result(_NO_START_CHILD, env=env, cwd=tmp_path, timeout=600)
-    assert isinstance(out, dict)
+    out = in_process_spark(_NO_START_CHILD, tmp_path, MZFLOW_SPARK_DRIVER_MEMORY="1k")
     assert out["type"] == "SparkFailure", out
     assert out["message"].startswith("could not start Spark: its JVM exited"), out

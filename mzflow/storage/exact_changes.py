@@ -31,11 +31,10 @@ def write(folder: Path, deleted: pa.Table, inserted: pa.Table | None) -> Path:
     ``folder``; the file."""
     import pyarrow.parquet as pq
 
-    parts = [deleted.append_column(CHANGE_TYPE, pa.array(["delete"] * deleted.num_rows,
-                                                         pa.string()))]
+    parts = [deleted.append_column(CHANGE_TYPE, pa.repeat("delete", deleted.num_rows))]
     if inserted is not None:
-        parts.append(inserted.append_column(
-            CHANGE_TYPE, pa.array(["insert"] * inserted.num_rows, pa.string())))
+        parts.append(inserted.append_column(CHANGE_TYPE,
+                                            pa.repeat("insert", inserted.num_rows)))
     path = folder / _STAGED_NAME
     pq.write_table(pa.concat_tables(parts), path)
     return path

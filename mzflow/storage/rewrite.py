@@ -12,8 +12,8 @@ they replace (``create_write_transaction``): milliseconds.
 
 delta-rs's write transactions take no change-data (``cdc``) actions (1.6), so Delta's
 change feed of such a commit reads its removed files as deletions and its added ones as
-insertions: whole files, where a MERGE's change files hold only the changed rows (the
-bench's 10 % DELETEs: 2.7 M rows fed to a tick for 1.5 M changed). So the rewrite also
+insertions: whole files, where a MERGE's change files hold only the changed rows (and
+the rows a rewrite kept came twice, to be consolidated away). So the rewrite also
 writes the rows it deletes and inserts to a file of its own under ``_change_data/``,
 named in the commit's metadata, which ``Shard.change_feed`` reads instead of the
 commit's files (``storage/exact_changes.py``). Only large changes are staged
